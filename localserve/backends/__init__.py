@@ -1,0 +1,1 @@
+"""Backends: one module per runtime behind the protocol in `base`."""

@@ -1,0 +1,213 @@
+"""The GGUF backend: llama.cpp through llama-cpp-python's low-level ctypes API.
+
+One model gets one llama_context with `n_seq_max` equal to its slot count, so a single KV cache,
+allocated once at load, serves every slot. Each slot is a llama.cpp sequence id. The high-level
+`Llama` class is avoided on purpose: it serves one sequence at a time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+from dataclasses import dataclass
+
+import llama_cpp as ll
+
+from localserve.backends.base import ModelInfo, StepPlan
+from localserve.engine.errors import LoadFailed
+from localserve.engine.sampling import SamplingParams
+
+log = logging.getLogger(__name__)
+
+_backend_ready = False
+_backend_lock = threading.Lock()
+
+
+def _ensure_backend() -> None:
+    global _backend_ready
+    with _backend_lock:
+        if not _backend_ready:
+            ll.llama_backend_init()
+            _backend_ready = True
+
+
+@dataclass(frozen=True)
+class LlamaCppOptions:
+    """How to size a model's context: slots, context per slot, threads, tokens per step."""
+
+    n_slots: int = 4
+    n_ctx_slot: int = 4096
+    n_threads: int = max(1, os.cpu_count() or 1)
+    n_batch: int = 512
+    # Per-slot KV streams keep each sequence's attention to its own cells; a unified cache
+    # makes every decode token attend across all slots' cells.
+    kv_unified: bool = False
+
+
+class LlamaCppBackend:
+    """A GGUF model loaded with its slots' KV cache and a sampler per busy slot."""
+
+    def __init__(self, name: str, path: str, options: LlamaCppOptions) -> None:
+        _ensure_backend()
+        self._options = options
+        mparams = ll.llama_model_default_params()
+        mparams.n_gpu_layers = 0
+        model = ll.llama_model_load_from_file(path.encode(), mparams)
+        if not model:
+            raise LoadFailed(f"llama.cpp could not load the model file {path}")
+        self._model = model
+        self._vocab = ll.llama_model_get_vocab(model)
+
+        cparams = ll.llama_context_default_params()
+        n_batch = max(options.n_batch, options.n_slots)
+        cparams.n_ctx = options.n_ctx_slot * options.n_slots
+        cparams.n_seq_max = options.n_slots
+        cparams.n_batch = n_batch
+        cparams.n_ubatch = n_batch
+        cparams.n_threads = options.n_threads
+        cparams.n_threads_batch = options.n_threads
+        cparams.kv_unified = options.kv_unified
+        cparams.no_perf = True
+        ctx = ll.llama_init_from_model(model, cparams)
+        if not ctx:
+            ll.llama_model_free(model)
+            raise LoadFailed(f"llama.cpp could not create a context for {path}")
+        self._ctx = ctx
+        self._mem = ll.llama_get_memory(ctx)
+        self._n_batch = n_batch
+        self._batch = ll.llama_batch_init(n_batch, 0, 1)
+        for i in range(n_batch):
+            self._batch.n_seq_id[i] = 1
+        self._samplers: dict[int, ll.llama_sampler_p] = {}
+        self._pieces: dict[int, bytes] = {}
+        self._piece_buf = ctypes.create_string_buffer(256)
+        self._closed = False
+
+        template = ll.llama_model_chat_template(model, None)
+        self.info = ModelInfo(
+            name=name,
+            path=path,
+            format="gguf",
+            n_slots=options.n_slots,
+            n_ctx_slot=int(ll.llama_n_ctx_seq(ctx)),
+            n_ctx_train=int(ll.llama_model_n_ctx_train(model)),
+            size_bytes=int(ll.llama_model_size(model)),
+            chat_template=template.decode("utf-8", errors="replace") if template else None,
+            bos_text=self._special_text(ll.llama_vocab_bos(self._vocab)),
+            eos_text=self._special_text(ll.llama_vocab_eos(self._vocab)),
+            add_bos=bool(ll.llama_vocab_get_add_bos(self._vocab)),
+        )
+
+    def _special_text(self, token: int) -> str:
+        if token < 0:
+            return ""
+        text = ll.llama_vocab_get_text(self._vocab, token)
+        return text.decode("utf-8", errors="replace") if text else ""
+
+    # -- text ---------------------------------------------------------------------------------
+
+    def tokenize(self, text: str, add_special: bool) -> list[int]:
+        data = text.encode("utf-8")
+        cap = len(data) + 8
+        buf = (ll.llama_token * cap)()
+        n = ll.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, True)
+        if n < 0:
+            cap = -n
+            buf = (ll.llama_token * cap)()
+            n = ll.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, True)
+        return list(buf[:n])
+
+    def token_piece(self, token: int) -> bytes:
+        piece = self._pieces.get(token)
+        if piece is None:
+            buf = self._piece_buf
+            n = ll.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, False)
+            if n < 0:
+                buf = ctypes.create_string_buffer(-n)
+                n = ll.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, False)
+            piece = buf.raw[:n]
+            self._pieces[token] = piece
+        return piece
+
+    def is_end_of_generation(self, token: int) -> bool:
+        return bool(ll.llama_vocab_is_eog(self._vocab, token))
+
+    # -- slots --------------------------------------------------------------------------------
+
+    def seq_start(self, slot: int, params: SamplingParams, prompt: list[int]) -> None:
+        self.seq_drop(slot)
+        chain = self._build_sampler(params)
+        if params.has_penalties:
+            # Penalties look back over the prompt too, as llama.cpp's own server does.
+            for token in prompt[-params.penalty_last_n :]:
+                ll.llama_sampler_accept(chain, token)
+        self._samplers[slot] = chain
+
+    def seq_drop(self, slot: int) -> None:
+        ll.llama_memory_seq_rm(self._mem, slot, -1, -1)
+        chain = self._samplers.pop(slot, None)
+        if chain is not None:
+            ll.llama_sampler_free(chain)
+
+    def _build_sampler(self, p: SamplingParams) -> ll.llama_sampler_p:
+        chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
+        if p.has_penalties:
+            ll.llama_sampler_chain_add(
+                chain,
+                ll.llama_sampler_init_penalties(
+                    p.penalty_last_n, p.repeat_penalty, p.frequency_penalty, p.presence_penalty
+                ),
+            )
+        if p.greedy:
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_greedy())
+            return chain
+        if p.top_k > 0:
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_k(p.top_k))
+        if p.top_p < 1.0:
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_p(p.top_p, 1))
+        if p.min_p > 0.0:
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_min_p(p.min_p, 1))
+        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_temp(p.temperature))
+        seed = ll.LLAMA_DEFAULT_SEED if p.seed is None else p.seed & 0xFFFFFFFF
+        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_dist(seed))
+        return chain
+
+    # -- kernels ------------------------------------------------------------------------------
+
+    def step(self, plan: StepPlan) -> list[int]:
+        batch = self._batch
+        token, pos, seq_id, logits = batch.token, batch.pos, batch.seq_id, batch.logits
+        n = 0
+        sample_at: list[tuple[int, int]] = []
+        for chunk in plan.chunks:
+            slot = chunk.slot
+            p = chunk.start_pos
+            for t in chunk.tokens:
+                token[n] = t
+                pos[n] = p
+                seq_id[n][0] = slot
+                logits[n] = 0
+                n += 1
+                p += 1
+            if chunk.sample:
+                logits[n - 1] = 1
+                sample_at.append((slot, n - 1))
+        batch.n_tokens = n
+        rc = ll.llama_decode(self._ctx, batch)
+        if rc != 0:
+            raise RuntimeError(f"llama_decode failed with code {rc}")
+        samplers, ctx = self._samplers, self._ctx
+        return [ll.llama_sampler_sample(samplers[slot], ctx, i) for slot, i in sample_at]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for chain in self._samplers.values():
+            ll.llama_sampler_free(chain)
+        self._samplers.clear()
+        ll.llama_batch_free(self._batch)
+        ll.llama_free(self._ctx)
+        ll.llama_model_free(self._model)

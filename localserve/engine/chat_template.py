@@ -1,0 +1,66 @@
+"""Chat prompts from the model's own `tokenizer.chat_template`, rendered in a sandbox.
+
+A GGUF's template is untrusted input: llama-cpp-python's CVE-2024-34359 was a template that
+escaped an unsandboxed Jinja2 environment. Ours renders in an immutable sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+from typing import Any
+
+from jinja2 import TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from localserve.engine.errors import BadRequest
+
+log = logging.getLogger(__name__)
+
+# Used when a model carries no template: ChatML is what most small instruct models were
+# tuned on, and its markers are plain text to a model that does not know them.
+FALLBACK_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def _raise_exception(message: str) -> None:
+    raise TemplateError(message)
+
+
+def _tojson(value: Any, indent: int | None = None, **_: Any) -> str:
+    # Hugging Face templates expect non-ASCII text kept as is.
+    return json.dumps(value, ensure_ascii=False, indent=indent)
+
+
+class ChatTemplate:
+    """Renders a message list into the prompt text the model was tuned on."""
+
+    def __init__(self, source: str | None, bos_text: str, eos_text: str) -> None:
+        self.is_fallback = not source
+        if self.is_fallback:
+            log.info("model has no chat template; using the ChatML fallback")
+        env = ImmutableSandboxedEnvironment(
+            trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
+        )
+        env.filters["tojson"] = _tojson
+        env.globals["raise_exception"] = _raise_exception
+        env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+        self._template = env.from_string(source or FALLBACK_TEMPLATE)
+        self._bos = bos_text
+        self._eos = eos_text
+
+    def render(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> str:
+        try:
+            return self._template.render(
+                messages=messages,
+                add_generation_prompt=add_generation_prompt,
+                bos_token=self._bos,
+                eos_token=self._eos,
+            )
+        except TemplateError as exc:
+            raise BadRequest(f"the model's chat template rejected the messages: {exc}", "messages")

@@ -1,0 +1,53 @@
+"""Typed engine errors. Each API face maps them to its own wire format in one place."""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+
+class BadRequest(EngineError):
+    """The request itself is wrong: a bad parameter, a bad message list."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class ModelNotFound(EngineError):
+    """No model of that name is loaded or known."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"model '{name}' not found")
+        self.name = name
+
+
+class ContextOverflow(BadRequest):
+    """The prompt does not fit a slot's context window."""
+
+    def __init__(self, prompt_tokens: int, context: int) -> None:
+        super().__init__(
+            f"the prompt has {prompt_tokens} tokens, but this model's context per slot is "
+            f"{context} tokens; shorten the prompt or start the server with a larger --ctx",
+            param="messages",
+        )
+        self.prompt_tokens = prompt_tokens
+        self.context = context
+
+
+class QueueFull(EngineError):
+    """The waiting queue is at its bound; the client should retry later."""
+
+    def __init__(self, model: str, limit: int) -> None:
+        super().__init__(
+            f"model '{model}' is busy: {limit} requests are already waiting for a slot; retry later"
+        )
+
+
+class DoesNotFit(EngineError):
+    """A model cannot be loaded within the memory budget."""
+
+
+class LoadFailed(EngineError):
+    """A model file could not be loaded."""

@@ -1,0 +1,65 @@
+"""A model that is loaded and servable: its backend, its batcher and its chat template."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from localserve.backends.base import Backend, ModelInfo
+from localserve.engine.chat_template import ChatTemplate
+from localserve.engine.errors import BadRequest
+from localserve.engine.sampling import SamplingParams
+from localserve.engine.scheduler import Scheduler
+from localserve.engine.sequence import Sequence
+
+
+class ResidentModel:
+    """What a request talks to once the manager has handed it a model."""
+
+    def __init__(self, backend: Backend, scheduler: Scheduler, device: str) -> None:
+        self.backend = backend
+        self.scheduler = scheduler
+        self.device = device
+        self.info: ModelInfo = backend.info
+        self.loaded_at = time.time()
+        self.template = ChatTemplate(
+            self.info.chat_template, self.info.bos_text, self.info.eos_text
+        )
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    def render_chat(self, messages: list[dict[str, Any]]) -> str:
+        return self.template.render(messages, add_generation_prompt=True)
+
+    async def encode_chat(self, messages: list[dict[str, Any]]) -> list[int]:
+        text = self.render_chat(messages)
+        # The template already wrote any BOS it wants; only add one if it did not.
+        add_special = self.info.add_bos and not (
+            self.info.bos_text and text.startswith(self.info.bos_text)
+        )
+        return await self._tokenize(text, add_special)
+
+    async def encode_text(self, text: str) -> list[int]:
+        return await self._tokenize(text, True)
+
+    async def _tokenize(self, text: str, add_special: bool) -> list[int]:
+        # Long prompts take milliseconds to tokenize: keep that off the event loop.
+        loop = asyncio.get_running_loop()
+        tokens = await loop.run_in_executor(None, self.backend.tokenize, text, add_special)
+        if not tokens:
+            raise BadRequest("the prompt is empty", "prompt")
+        return tokens
+
+    def submit(self, prompt: list[int], params: SamplingParams) -> Sequence:
+        """Queue a generation; raises ContextOverflow or QueueFull at once."""
+        room = self.info.n_ctx_slot - len(prompt)
+        limit = room if params.max_tokens is None else min(params.max_tokens, room)
+        seq = Sequence(prompt, params, max(1, limit), asyncio.get_running_loop())
+        self.scheduler.submit(seq)
+        return seq
+
+    def cancel(self, seq: Sequence) -> None:
+        self.scheduler.cancel(seq)

@@ -1,0 +1,204 @@
+"""The continuous batcher of one model: which sequences run in the next step, and what came out.
+
+Sequences join and leave between steps. Each step holds one decode token for every running
+sequence, then prefill chunks of newly admitted ones under a per-step token budget (chunked
+prefill), so a long prompt never stalls the streams already running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from typing import Callable
+
+from localserve.backends.base import Backend, StepChunk, StepPlan
+from localserve.engine.errors import ContextOverflow, QueueFull
+from localserve.engine.sequence import Delta, Sequence, Status
+
+log = logging.getLogger(__name__)
+
+Outbox = list[tuple[Sequence, Delta]]
+
+
+class Scheduler:
+    """Waiting and running sequences of one model, stepped by its device's engine loop."""
+
+    def __init__(self, backend: Backend, max_waiting: int = 64, step_tokens: int = 512) -> None:
+        self.backend = backend
+        self.max_waiting = max_waiting
+        self.step_tokens = max(step_tokens, backend.info.n_slots)
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.free_slots: list[int] = list(range(backend.info.n_slots - 1, -1, -1))
+        self.steps = 0
+        self._lock = threading.Lock()
+        self._wake: Callable[[], None] = lambda: None
+
+    # -- called from the event loop ----------------------------------------------------------
+
+    def attach(self, wake: Callable[[], None]) -> None:
+        """Give the scheduler the callable that wakes its device's engine loop."""
+        self._wake = wake
+
+    def submit(self, seq: Sequence) -> None:
+        """Queue a sequence, or refuse it at once if it can never run or the queue is full."""
+        n_ctx = self.backend.info.n_ctx_slot
+        if seq.prompt_tokens >= n_ctx:
+            raise ContextOverflow(seq.prompt_tokens, n_ctx)
+        with self._lock:
+            if len(self.waiting) >= self.max_waiting:
+                raise QueueFull(self.backend.info.name, self.max_waiting)
+            self.waiting.append(seq)
+        self._wake()
+
+    def cancel(self, seq: Sequence) -> None:
+        seq.cancel()
+        self._wake()
+
+    @property
+    def busy(self) -> int:
+        """Sequences running or waiting: what keeps the model from being idle."""
+        return len(self.running) + len(self.waiting)
+
+    # -- called from the engine thread -------------------------------------------------------
+
+    def has_work(self) -> bool:
+        return bool(self.running or self.waiting)
+
+    def step(self) -> None:
+        """Plan one forward pass, run it, and deliver what each sequence produced."""
+        outbox: Outbox = []
+        self._reap_cancelled()
+        self._admit()
+        plan, seqs = self._plan()
+        if not plan.chunks:
+            return
+        try:
+            sampled = self.backend.step(plan)
+        except Exception as exc:  # a kernel failure fails this step's sequences, not the daemon
+            log.exception("step failed for model %s", self.backend.info.name)
+            for seq in seqs:
+                self._finish(seq, "error", outbox, error=str(exc))
+            _deliver(outbox)
+            return
+        self.steps += 1
+        self._postprocess(plan, seqs, sampled, outbox)
+        _deliver(outbox)
+
+    def _reap_cancelled(self) -> None:
+        for seq in [s for s in self.running if s.cancelled]:
+            self._release(seq)
+            seq.finish_reason = "cancelled"
+        if any(s.cancelled for s in self.waiting):
+            with self._lock:
+                self.waiting = deque(s for s in self.waiting if not s.cancelled)
+
+    def _admit(self) -> None:
+        while self.free_slots and self.waiting:
+            with self._lock:
+                seq = self.waiting.popleft()
+            slot = self.free_slots.pop()
+            self.backend.seq_start(slot, seq.params, seq.prompt)
+            seq.slot = slot
+            seq.status = Status.RUNNING
+            self.running.append(seq)
+
+    def _plan(self) -> tuple[StepPlan, list[Sequence]]:
+        """The next step's chunks, with the sequence each chunk belongs to."""
+        plan = StepPlan()
+        seqs: list[Sequence] = []
+        budget = self.step_tokens
+        for seq in self.running:
+            if seq.prefill_done:
+                assert seq.slot is not None
+                plan.chunks.append(StepChunk(seq.slot, [seq.generated[-1]], seq.position, True))
+                seqs.append(seq)
+                budget -= 1
+        for seq in self.running:
+            if budget <= 0:
+                break
+            if not seq.prefill_done:
+                assert seq.slot is not None
+                start = seq.n_prefilled
+                take = min(len(seq.prompt) - start, budget)
+                last = start + take == len(seq.prompt)
+                plan.chunks.append(StepChunk(seq.slot, seq.prompt[start : start + take], start, last))
+                seqs.append(seq)
+                budget -= take
+        return plan, seqs
+
+    def _postprocess(
+        self, plan: StepPlan, seqs: list[Sequence], sampled: list[int], outbox: Outbox
+    ) -> None:
+        draws = iter(sampled)
+        now = time.monotonic()
+        for chunk, seq in zip(plan.chunks, seqs):
+            if not seq.prefill_done:
+                seq.n_prefilled += len(chunk.tokens)
+            if chunk.sample:
+                self._accept(seq, next(draws), now, outbox)
+
+    def _accept(self, seq: Sequence, token: int, now: float, outbox: Outbox) -> None:
+        """Take one sampled token: detokenize, check stops, and decide whether the sequence ends."""
+        backend = self.backend
+        if seq.first_token_at is None:
+            seq.first_token_at = now
+        seq.generated.append(token)
+        if not seq.params.ignore_eos and backend.is_end_of_generation(token):
+            self._finish(seq, "stop", outbox, text=_drain(seq)[0])
+            return
+        text, hit = seq.stops.feed(seq.detokenizer.feed(backend.token_piece(token)))
+        if hit:
+            self._finish(seq, "stop", outbox, text=text)
+        elif (
+            len(seq.generated) >= seq.max_new_tokens
+            or seq.position + 1 >= backend.info.n_ctx_slot
+        ):
+            tail, hit = _drain(seq)
+            self._finish(seq, "stop" if hit else "length", outbox, text=text + tail)
+        elif text:
+            outbox.append((seq, Delta(text)))
+
+    def _finish(
+        self, seq: Sequence, reason: str, outbox: Outbox, text: str = "", error: str | None = None
+    ) -> None:
+        self._release(seq)
+        seq.finish_reason = reason
+        seq.finished_at = time.monotonic()
+        outbox.append((seq, Delta(text, finish_reason=reason, error=error)))
+
+    def _release(self, seq: Sequence) -> None:
+        if seq.slot is not None:
+            self.backend.seq_drop(seq.slot)
+            self.free_slots.append(seq.slot)
+            seq.slot = None
+        seq.status = Status.FINISHED
+        self.running.remove(seq)
+
+
+def _drain(seq: Sequence) -> tuple[str, bool]:
+    """Everything still held by the detokenizer and the stop matcher, once a sequence ends."""
+    text, hit = seq.stops.feed(seq.detokenizer.flush())
+    return (text, True) if hit else (text + seq.stops.flush(), False)
+
+
+def _deliver(outbox: Outbox) -> None:
+    """Hand a step's deltas to their event loops in one callback per loop, not one per token."""
+    if not outbox:
+        return
+    by_loop: dict[asyncio.AbstractEventLoop, Outbox] = {}
+    for seq, delta in outbox:
+        by_loop.setdefault(seq.loop, []).append((seq, delta))
+    for loop, items in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_put_all, items)
+        except RuntimeError:  # the loop closed while the daemon shuts down
+            pass
+
+
+def _put_all(items: Outbox) -> None:
+    for seq, delta in items:
+        seq.outputs.put_nowait(delta)

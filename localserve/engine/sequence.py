@@ -1,0 +1,93 @@
+"""One request's state as it moves through the batcher, and what it streams back."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from enum import Enum
+
+from localserve.engine.detokenizer import IncrementalDetokenizer
+from localserve.engine.sampling import SamplingParams
+from localserve.engine.stops import StopMatcher
+
+_ids = itertools.count(1)
+
+
+class Status(Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True)
+class Delta:
+    """A piece of a sequence's output, delivered to the request that owns it."""
+
+    text: str
+    finish_reason: str | None = None
+    error: str | None = None
+
+
+class Sequence:
+    """A prompt, its sampling rules, and everything generated so far.
+
+    The engine thread mutates it; the request's coroutine only reads `outputs` and may call
+    `cancel()`. Deltas cross threads through `outputs`, filled on the event loop's own thread.
+    """
+
+    def __init__(
+        self,
+        prompt: list[int],
+        params: SamplingParams,
+        max_new_tokens: int,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.id = next(_ids)
+        self.prompt = prompt
+        self.params = params
+        self.max_new_tokens = max_new_tokens
+        self.loop = loop
+        self.outputs: asyncio.Queue[Delta] = asyncio.Queue()
+        self.status = Status.WAITING
+        self.slot: int | None = None
+        self.n_prefilled = 0
+        self.generated: list[int] = []
+        self.finish_reason: str | None = None
+        self.cancelled = False
+        self.created_at = time.monotonic()
+        self.first_token_at: float | None = None
+        self.finished_at: float | None = None
+        self.detokenizer = IncrementalDetokenizer()
+        self.stops = StopMatcher(params.stop)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.prompt)
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.generated)
+
+    @property
+    def position(self) -> int:
+        """Where the next token goes in this sequence's KV range."""
+        return self.n_prefilled + max(0, len(self.generated) - 1)
+
+    @property
+    def prefill_done(self) -> bool:
+        return self.n_prefilled >= len(self.prompt)
+
+    def cancel(self) -> None:
+        """Ask the engine to drop this sequence; it frees the slot at the next step."""
+        self.cancelled = True
+
+    async def stream(self) -> AsyncIterator[Delta]:
+        """Deltas as the engine produces them, ending with the one that carries a finish reason."""
+        while True:
+            delta = await self.outputs.get()
+            yield delta
+            if delta.finish_reason is not None:
+                return

@@ -1,0 +1,52 @@
+"""The aiohttp application: routes of every API face, one error middleware, and /health."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from localserve import __version__
+from localserve.engine.errors import EngineError
+from localserve.engine.manager import ModelManager
+from localserve.server import openai_api
+from localserve.server.openai_api import MANAGER
+from localserve.server.openai_errors import from_exception, openai_error
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every failure leaves as a JSON error the client's library understands."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return openai_error(exc.status, exc.reason or "error", "invalid_request_error")
+    except asyncio.CancelledError:
+        raise
+    except EngineError as exc:
+        return from_exception(exc)
+    except Exception as exc:
+        return from_exception(exc)
+
+
+async def health(request: web.Request) -> web.Response:
+    manager = request.app[MANAGER]
+    return web.json_response(
+        {"status": "ok", "version": __version__, "models": [m.name for m in manager.models]}
+    )
+
+
+def build_app(manager: ModelManager) -> web.Application:
+    app = web.Application(middlewares=[errors_middleware], client_max_size=64 * 1024 * 1024)
+    app[MANAGER] = manager
+    app.router.add_get("/health", health)
+    openai_api.add_routes(app)
+    return app

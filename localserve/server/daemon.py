@@ -1,0 +1,46 @@
+"""Running the daemon: load the requested models, then serve until told to stop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from aiohttp import web
+
+from localserve.engine.manager import EngineOptions, ModelManager
+from localserve.server.app import build_app
+
+log = logging.getLogger(__name__)
+
+
+async def serve(
+    host: str, port: int, models: list[str], options: EngineOptions
+) -> None:
+    manager = ModelManager(options)
+    app = build_app(manager)
+    # Cancelling a handler when its client disconnects is what frees the slot within a step.
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    await runner.setup()
+    try:
+        for name in models:
+            await manager.load(name)
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        log.info("localserve listening on http://%s:%d", host, port)
+        print(f"localserve listening on http://{host}:{port}", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+            except NotImplementedError:  # Windows
+                pass
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        manager.close()
+
+
+def run(host: str, port: int, models: list[str], options: EngineOptions) -> None:
+    asyncio.run(serve(host, port, models, options))

