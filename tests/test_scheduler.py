@@ -21,7 +21,7 @@ class FakeBackend:
     def __init__(self, n_slots: int = 2, n_ctx: int = 64) -> None:
         self.info = ModelInfo("fake", "-", "gguf", n_slots, n_ctx, n_ctx, 0, None, "", "", False)
         self.plans: list[StepPlan] = []
-        self.dropped: list[int] = []
+        self.trims: list[tuple[int, int]] = []
 
     def tokenize(self, text: str, add_special: bool) -> list[int]:
         return [1] * len(text)
@@ -35,8 +35,16 @@ class FakeBackend:
     def seq_start(self, slot: int, params: SamplingParams, prompt: list[int]) -> None:
         pass
 
-    def seq_drop(self, slot: int) -> None:
-        self.dropped.append(slot)
+    @property
+    def n_vocab(self) -> int:
+        return 100
+
+    def seq_end(self, slot: int) -> None:
+        pass
+
+    def seq_trim(self, slot: int, keep: int) -> bool:
+        self.trims.append((slot, keep))
+        return True
 
     def step(self, plan: StepPlan) -> list[int]:
         self.plans.append(plan)
@@ -107,7 +115,6 @@ def test_cancelled_sequence_frees_its_slot_at_the_next_step(loop) -> None:
     seq.cancel()
     sched.step()
     assert not sched.running and sched.free_slots == [0]
-    assert backend.dropped[-1] == 0
 
 
 def test_full_waiting_queue_refuses_at_once(loop) -> None:
@@ -122,3 +129,44 @@ def test_prompt_as_long_as_the_slot_context_is_refused(loop) -> None:
     with pytest.raises(ContextOverflow) as err:
         sched.submit(make_seq(loop, 8))
     assert "8 tokens" in str(err.value)
+
+
+def test_prompt_sharing_a_prefix_goes_to_the_slot_holding_it_and_skips_that_prefill(loop) -> None:
+    backend = FakeBackend(n_slots=2, n_ctx=256)
+    sched = Scheduler(backend)
+    first = Sequence([5, 6, 7, 8], SamplingParams(temperature=0), 1, loop)
+    sched.submit(first)
+    sched.step()
+    first_slot = sched.slot_tokens.index([5, 6, 7, 8])
+    follow_up = Sequence([5, 6, 7, 8, 9, 10], SamplingParams(temperature=0), 1, loop)
+    sched.submit(follow_up)
+    sched.step()
+    last = backend.plans[-1].chunks[0]
+    assert (last.slot, last.tokens, last.start_pos) == (first_slot, [9, 10], 4)
+    assert follow_up.cached_tokens == 4
+
+
+def test_repeated_prompt_reruns_only_its_last_token(loop) -> None:
+    backend = FakeBackend(n_slots=1, n_ctx=256)
+    sched = Scheduler(backend)
+    for _ in range(2):
+        sched.submit(Sequence([5, 6, 7], SamplingParams(temperature=0), 1, loop))
+        sched.step()
+    assert backend.plans[-1].chunks[0].tokens == [7]
+    assert (0, 2) in backend.trims
+
+
+def test_sequence_that_fails_to_start_gets_an_error_and_gives_its_slot_back(loop) -> None:
+    backend = FakeBackend(n_slots=1)
+
+    def broken_start(slot: int, params: SamplingParams, prompt: list[int]) -> None:
+        raise RuntimeError("no sampler for you")
+
+    backend.seq_start = broken_start  # type: ignore[method-assign]
+    sched = Scheduler(backend)
+    seq = make_seq(loop, 2)
+    sched.submit(seq)
+    sched.step()
+    assert seq.finish_reason == "error" and sched.free_slots == [0]
+    loop.run_until_complete(asyncio.sleep(0))
+    assert seq.outputs.get_nowait().error == "no sampler for you"

@@ -69,12 +69,21 @@ class Backend(Protocol):
 
     def is_end_of_generation(self, token: int) -> bool: ...
 
-    def seq_start(self, slot: int, params: SamplingParams, prompt: list[int]) -> None:
-        """Prepare a slot for a new sequence: an empty KV range and a fresh sampler."""
+    @property
+    def n_vocab(self) -> int:
+        """Token ids run from 0 to n_vocab - 1."""
         ...
 
-    def seq_drop(self, slot: int) -> None:
-        """Forget a slot's KV cells and sampler; the slot can be reused at once."""
+    def seq_start(self, slot: int, params: SamplingParams, prompt: list[int]) -> None:
+        """Give a slot a fresh sampler for a new sequence; its KV cells are left as they are."""
+        ...
+
+    def seq_end(self, slot: int) -> None:
+        """Free the slot's sampler. Its KV cells stay, so a later prompt can reuse the prefix."""
+        ...
+
+    def seq_trim(self, slot: int, keep: int) -> bool:
+        """Forget the slot's KV cells from position `keep` on; False if the runtime cannot."""
         ...
 
     def step(self, plan: StepPlan) -> list[int]:

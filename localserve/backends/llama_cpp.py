@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass
 
 import llama_cpp as ll
+import numpy as np
 
 from localserve.backends.base import ModelInfo, StepPlan
 from localserve.engine.errors import LoadFailed
@@ -29,6 +30,8 @@ def _ensure_backend() -> None:
     global _backend_ready
     with _backend_lock:
         if not _backend_ready:
+            # llama-cpp-python prints every llama.cpp log line unless its logger says otherwise.
+            logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
             ll.llama_backend_init()
             _backend_ready = True
 
@@ -81,6 +84,10 @@ class LlamaCppBackend:
         for i in range(n_batch):
             self._batch.n_seq_id[i] = 1
         self._samplers: dict[int, ll.llama_sampler_p] = {}
+        # Slots whose next token is a plain argmax: numpy does that in ~8 us a row, where
+        # llama_sampler_sample spends ~150 us building a candidate list over the whole vocab.
+        self._argmax_slots: set[int] = set()
+        self._n_vocab = int(ll.llama_vocab_n_tokens(self._vocab))
         self._pieces: dict[int, bytes] = {}
         self._piece_buf = ctypes.create_string_buffer(256)
         self._closed = False
@@ -131,25 +138,34 @@ class LlamaCppBackend:
             self._pieces[token] = piece
         return piece
 
+    @property
+    def n_vocab(self) -> int:
+        return self._n_vocab
+
     def is_end_of_generation(self, token: int) -> bool:
         return bool(ll.llama_vocab_is_eog(self._vocab, token))
 
     # -- slots --------------------------------------------------------------------------------
 
     def seq_start(self, slot: int, params: SamplingParams, prompt: list[int]) -> None:
-        self.seq_drop(slot)
+        self.seq_end(slot)
         chain = self._build_sampler(params)
         if params.has_penalties:
             # Penalties look back over the prompt too, as llama.cpp's own server does.
             for token in prompt[-params.penalty_last_n :]:
                 ll.llama_sampler_accept(chain, token)
         self._samplers[slot] = chain
+        if params.greedy and not params.has_penalties:
+            self._argmax_slots.add(slot)
 
-    def seq_drop(self, slot: int) -> None:
-        ll.llama_memory_seq_rm(self._mem, slot, -1, -1)
+    def seq_end(self, slot: int) -> None:
+        self._argmax_slots.discard(slot)
         chain = self._samplers.pop(slot, None)
         if chain is not None:
             ll.llama_sampler_free(chain)
+
+    def seq_trim(self, slot: int, keep: int) -> bool:
+        return bool(ll.llama_memory_seq_rm(self._mem, slot, keep, -1))
 
     def _build_sampler(self, p: SamplingParams) -> ll.llama_sampler_p:
         chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
@@ -157,6 +173,7 @@ class LlamaCppBackend:
             ll.llama_sampler_chain_add(
                 chain,
                 ll.llama_sampler_init_penalties(
+                    self._n_vocab,
                     p.penalty_last_n, p.repeat_penalty, p.frequency_penalty, p.presence_penalty
                 ),
             )
@@ -198,8 +215,20 @@ class LlamaCppBackend:
         rc = ll.llama_decode(self._ctx, batch)
         if rc != 0:
             raise RuntimeError(f"llama_decode failed with code {rc}")
-        samplers, ctx = self._samplers, self._ctx
-        return [ll.llama_sampler_sample(samplers[slot], ctx, i) for slot, i in sample_at]
+        return self._sample(sample_at)
+
+    def _sample(self, sample_at: list[tuple[int, int]]) -> list[int]:
+        """One token per (slot, batch index); output rows follow the batch's logits order."""
+        samplers, ctx, argmax_slots = self._samplers, self._ctx, self._argmax_slots
+        argmax = None
+        if argmax_slots:
+            rows = np.ctypeslib.as_array(ll.llama_get_logits(ctx), shape=(len(sample_at), self._n_vocab))
+            argmax = rows.argmax(axis=1)
+        return [
+            int(argmax[row]) if argmax is not None and slot in argmax_slots
+            else ll.llama_sampler_sample(samplers[slot], ctx, i)
+            for row, (slot, i) in enumerate(sample_at)
+        ]
 
     def close(self) -> None:
         if self._closed:

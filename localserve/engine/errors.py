@@ -26,11 +26,11 @@ class ModelNotFound(EngineError):
 class ContextOverflow(BadRequest):
     """The prompt does not fit a slot's context window."""
 
-    def __init__(self, prompt_tokens: int, context: int) -> None:
+    def __init__(self, prompt_tokens: int, context: int, param: str = "prompt") -> None:
         super().__init__(
             f"the prompt has {prompt_tokens} tokens, but this model's context per slot is "
             f"{context} tokens; shorten the prompt or start the server with a larger --ctx",
-            param="messages",
+            param=param,
         )
         self.prompt_tokens = prompt_tokens
         self.context = context

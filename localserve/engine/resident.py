@@ -53,12 +53,25 @@ class ResidentModel:
             raise BadRequest("the prompt is empty", "prompt")
         return tokens
 
-    def submit(self, prompt: list[int], params: SamplingParams) -> Sequence:
-        """Queue a generation; raises ContextOverflow or QueueFull at once."""
+    def submit(
+        self, prompt: list[int], params: SamplingParams, prompt_field: str = "prompt"
+    ) -> Sequence:
+        """Queue a generation; raises BadRequest, ContextOverflow or QueueFull at once.
+
+        `prompt_field` names the request field an error about the prompt should point at.
+        """
+        n_vocab = self.backend.n_vocab
+        bad = next((t for t in prompt if not 0 <= t < n_vocab), None)
+        if bad is not None:
+            # An out-of-range id would fail the whole batch, and every sequence in it.
+            raise BadRequest(
+                f"token id {bad} is outside this model's vocabulary (0..{n_vocab - 1})",
+                prompt_field,
+            )
         room = self.info.n_ctx_slot - len(prompt)
         limit = room if params.max_tokens is None else min(params.max_tokens, room)
         seq = Sequence(prompt, params, max(1, limit), asyncio.get_running_loop())
-        self.scheduler.submit(seq)
+        self.scheduler.submit(seq, prompt_field)
         return seq
 
     def cancel(self, seq: Sequence) -> None:

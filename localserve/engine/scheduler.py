@@ -32,7 +32,12 @@ class Scheduler:
         self.step_tokens = max(step_tokens, backend.info.n_slots)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
-        self.free_slots: list[int] = list(range(backend.info.n_slots - 1, -1, -1))
+        n_slots = backend.info.n_slots
+        self.free_slots: list[int] = list(range(n_slots - 1, -1, -1))
+        # What each slot's KV cells hold: a new prompt that shares a prefix with them (the next
+        # turn of a chat, the same system prompt) skips prefilling that prefix.
+        self.slot_tokens: list[list[int]] = [[] for _ in range(n_slots)]
+        self._slot_used_at: list[int] = [0] * n_slots
         self.steps = 0
         self._lock = threading.Lock()
         self._wake: Callable[[], None] = lambda: None
@@ -43,11 +48,11 @@ class Scheduler:
         """Give the scheduler the callable that wakes its device's engine loop."""
         self._wake = wake
 
-    def submit(self, seq: Sequence) -> None:
+    def submit(self, seq: Sequence, prompt_field: str = "prompt") -> None:
         """Queue a sequence, or refuse it at once if it can never run or the queue is full."""
         n_ctx = self.backend.info.n_ctx_slot
         if seq.prompt_tokens >= n_ctx:
-            raise ContextOverflow(seq.prompt_tokens, n_ctx)
+            raise ContextOverflow(seq.prompt_tokens, n_ctx, prompt_field)
         with self._lock:
             if len(self.waiting) >= self.max_waiting:
                 raise QueueFull(self.backend.info.name, self.max_waiting)
@@ -72,16 +77,18 @@ class Scheduler:
         """Plan one forward pass, run it, and deliver what each sequence produced."""
         outbox: Outbox = []
         self._reap_cancelled()
-        self._admit()
+        self._admit(outbox)
         plan, seqs = self._plan()
         if not plan.chunks:
+            _deliver(outbox)
             return
         try:
             sampled = self.backend.step(plan)
         except Exception as exc:  # a kernel failure fails this step's sequences, not the daemon
             log.exception("step failed for model %s", self.backend.info.name)
             for seq in seqs:
-                self._finish(seq, "error", outbox, error=str(exc))
+                # The failed batch may have written some of its cells: trust none of them.
+                self._finish(seq, "error", outbox, error=str(exc), kv_valid=False)
             _deliver(outbox)
             return
         self.steps += 1
@@ -96,15 +103,43 @@ class Scheduler:
             with self._lock:
                 self.waiting = deque(s for s in self.waiting if not s.cancelled)
 
-    def _admit(self) -> None:
+    def _admit(self, outbox: Outbox) -> None:
         while self.free_slots and self.waiting:
             with self._lock:
                 seq = self.waiting.popleft()
-            slot = self.free_slots.pop()
-            self.backend.seq_start(slot, seq.params, seq.prompt)
-            seq.slot = slot
+            slot = self._pick_slot(seq.prompt)
+            try:
+                self._start_in_slot(seq, slot)
+            except Exception as exc:  # the slot goes back; only this request fails
+                log.exception("could not start a sequence on %s", self.backend.info.name)
+                self.backend.seq_trim(slot, 0)
+                self.slot_tokens[slot] = []
+                self.free_slots.append(slot)
+                seq.finish_reason = "error"
+                outbox.append((seq, Delta("", finish_reason="error", error=str(exc))))
+                continue
             seq.status = Status.RUNNING
             self.running.append(seq)
+
+    def _pick_slot(self, prompt: list[int]) -> int:
+        """The free slot holding the longest prefix of this prompt; else the least recently used."""
+        best = max(
+            self.free_slots,
+            key=lambda s: (_common_prefix(self.slot_tokens[s], prompt), -self._slot_used_at[s]),
+        )
+        self.free_slots.remove(best)
+        return best
+
+    def _start_in_slot(self, seq: Sequence, slot: int) -> None:
+        # At least the last prompt token is run again: its logits give the first new token.
+        reuse = min(_common_prefix(self.slot_tokens[slot], seq.prompt), len(seq.prompt) - 1)
+        if not self.backend.seq_trim(slot, reuse):
+            self.backend.seq_trim(slot, 0)
+            reuse = 0
+        self.slot_tokens[slot] = []
+        self.backend.seq_start(slot, seq.params, seq.prompt)
+        seq.slot = slot
+        seq.n_prefilled = seq.cached_tokens = reuse
 
     def _plan(self) -> tuple[StepPlan, list[Sequence]]:
         """The next step's chunks, with the sequence each chunk belongs to."""
@@ -163,20 +198,43 @@ class Scheduler:
             outbox.append((seq, Delta(text)))
 
     def _finish(
-        self, seq: Sequence, reason: str, outbox: Outbox, text: str = "", error: str | None = None
+        self,
+        seq: Sequence,
+        reason: str,
+        outbox: Outbox,
+        text: str = "",
+        error: str | None = None,
+        kv_valid: bool = True,
     ) -> None:
-        self._release(seq)
+        self._release(seq, kv_valid)
         seq.finish_reason = reason
         seq.finished_at = time.monotonic()
         outbox.append((seq, Delta(text, finish_reason=reason, error=error)))
 
-    def _release(self, seq: Sequence) -> None:
-        if seq.slot is not None:
-            self.backend.seq_drop(seq.slot)
-            self.free_slots.append(seq.slot)
+    def _release(self, seq: Sequence, kv_valid: bool = True) -> None:
+        slot = seq.slot
+        if slot is not None:
+            self.backend.seq_end(slot)
+            if kv_valid:
+                # The last sampled token was never run, so its cell is not in the cache.
+                decoded = seq.generated[:-1] if seq.prefill_done else []
+                self.slot_tokens[slot] = seq.prompt[: seq.n_prefilled] + decoded
+            else:
+                self.backend.seq_trim(slot, 0)
+                self.slot_tokens[slot] = []
+            self._slot_used_at[slot] = self.steps
+            self.free_slots.append(slot)
             seq.slot = None
         seq.status = Status.FINISHED
         self.running.remove(seq)
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
 
 
 def _drain(seq: Sequence) -> tuple[str, bool]:

@@ -54,6 +54,8 @@ class Sequence:
         self.status = Status.WAITING
         self.slot: int | None = None
         self.n_prefilled = 0
+        # Prompt tokens whose KV was already in the slot from an earlier sequence.
+        self.cached_tokens = 0
         self.generated: list[int] = []
         self.finish_reason: str | None = None
         self.cancelled = False

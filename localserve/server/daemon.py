@@ -8,6 +8,7 @@ import signal
 
 from aiohttp import web
 
+from localserve.engine.errors import EngineError
 from localserve.engine.manager import EngineOptions, ModelManager
 from localserve.server.app import build_app
 
@@ -24,7 +25,10 @@ async def serve(
     await runner.setup()
     try:
         for name in models:
-            await manager.load(name)
+            try:
+                await manager.load(name)
+            except EngineError as exc:
+                raise SystemExit(f"localserve: cannot serve '{name}': {exc}")
         site = web.TCPSite(runner, host, port)
         await site.start()
         log.info("localserve listening on http://%s:%d", host, port)

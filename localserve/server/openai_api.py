@@ -80,11 +80,12 @@ def chat_messages(body: v.JSON) -> list[dict[str, Any]]:
     return out
 
 
-def usage(seq: Sequence) -> dict[str, int]:
+def usage(seq: Sequence) -> dict[str, Any]:
     return {
         "prompt_tokens": seq.prompt_tokens,
         "completion_tokens": seq.completion_tokens,
         "total_tokens": seq.prompt_tokens + seq.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": seq.cached_tokens},
     }
 
 
@@ -118,7 +119,7 @@ class Generation:
                 tokens = await model.encode_chat(messages)
             else:
                 tokens = await self._encode_prompt(model, prompt)
-            seq = model.submit(tokens, params)
+            seq = model.submit(tokens, params, "messages" if self.chat else "prompt")
             try:
                 if stream:
                     return await self._stream(model, seq, include_usage)

@@ -1,0 +1,66 @@
+"""Plain helpers shared by the integration tests (no fixtures: those live in conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from typing import Any
+
+MODEL = "smollm2"
+
+# Words that SmolLM2-135M-Instruct, decoding greedily, keeps repeating when the prompt is the
+# word repeated with commas ("apple, apple, ..., apple,"  ->  " apple, apple, apple,").
+# Each was checked one request at a time against this model before being listed here. They are
+# distinct whole words, none a substring of another, so an answer naming a word not its own
+# can only have come from another request's KV slot.
+COPY_WORDS = (
+    "apple", "river", "tiger", "violin", "copper", "garden", "pencil", "rocket",
+    "window", "castle", "banana", "dragon", "silver", "forest", "candle", "hammer",
+)  # fmt: skip
+
+# Tokens for " apple, apple, apple," : three words and three commas.
+COPY_TOKENS = 6
+
+
+def copy_prompt(word: str, times: int = 8) -> str:
+    """A prompt the model continues by repeating `word`."""
+    return ", ".join([word] * times) + ","
+
+
+def words_in(text: str, vocabulary: tuple[str, ...] = COPY_WORDS) -> set[str]:
+    """Which of the vocabulary's words occur in text as whole words."""
+    return {w for w in vocabulary if re.search(rf"\b{re.escape(w)}\b", text)}
+
+
+def raw_request(
+    url: str,
+    method: str = "GET",
+    body: bytes | None = None,
+    content_type: str = "application/json",
+    timeout: float = 30.0,
+) -> tuple[int, dict[str, str], Any]:
+    """One plain HTTP request: (status, headers, JSON body or raw bytes if not JSON)."""
+    headers = {"Content-Type": content_type} if body is not None else {}
+    req = urllib.request.Request(url, data=body, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            status, hdrs, data = r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        status, hdrs, data = e.code, dict(e.headers), e.read()
+    try:
+        return status, hdrs, json.loads(data)
+    except ValueError:
+        return status, hdrs, data
+
+
+def assert_openai_error_shape(body: Any) -> dict[str, Any]:
+    """The body is {"error": {"message", "type", "param", "code"}}; returns the inner object."""
+    assert isinstance(body, dict) and set(body) == {"error"}, body
+    error = body["error"]
+    assert isinstance(error, dict), body
+    assert {"message", "type", "param", "code"} <= set(error), body
+    assert isinstance(error["message"], str) and error["message"], body
+    assert isinstance(error["type"], str) and error["type"], body
+    return error
