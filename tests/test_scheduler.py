@@ -76,9 +76,10 @@ def test_running_sequences_decode_while_a_long_prompt_prefills_in_chunks(loop) -
     for _ in range(3):
         sched.step()
     for plan in backend.plans[1:]:
+        by_slot = {c.slot: c for c in plan.chunks}
         assert plan.n_tokens <= 16
-        assert plan.chunks[0].slot == short.slot and len(plan.chunks[0].tokens) == 1
-    assert [len(c.tokens) for c in backend.plans[1].chunks] == [1, 15]
+        assert len(by_slot[short.slot].tokens) == 1
+    assert len({c.slot: c for c in backend.plans[1].chunks}[long.slot].tokens) == 15
     assert long.n_prefilled == 40
 
 
@@ -170,3 +171,26 @@ def test_sequence_that_fails_to_start_gets_an_error_and_gives_its_slot_back(loop
     assert seq.finish_reason == "error" and sched.free_slots == [0]
     loop.run_until_complete(asyncio.sleep(0))
     assert seq.outputs.get_nowait().error == "no sampler for you"
+
+
+def test_step_lists_slots_in_ascending_order(loop) -> None:
+    backend = FakeBackend(n_slots=4)
+    sched = Scheduler(backend)
+    for _ in range(4):
+        sched.submit(make_seq(loop, 3))
+    sched.step()
+    sched.step()
+    slots = [c.slot for c in backend.plans[-1].chunks]
+    assert slots == sorted(slots) and len(slots) == 4
+
+
+def test_new_sequence_joins_next_to_the_running_ones(loop) -> None:
+    backend = FakeBackend(n_slots=8)
+    sched = Scheduler(backend)
+    first = make_seq(loop, 3)
+    sched.submit(first)
+    sched.step()
+    second = make_seq(loop, 3)
+    sched.submit(second)
+    sched.step()
+    assert abs(first.slot - second.slot) == 1

@@ -194,6 +194,8 @@ class LlamaCppBackend:
     # -- kernels ------------------------------------------------------------------------------
 
     def step(self, plan: StepPlan) -> list[int]:
+        if plan.n_tokens > self._n_batch:
+            raise ValueError(f"a step of {plan.n_tokens} tokens exceeds n_batch {self._n_batch}")
         batch = self._batch
         token, pos, seq_id, logits = batch.token, batch.pos, batch.seq_id, batch.logits
         n = 0
