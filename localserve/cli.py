@@ -42,25 +42,63 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--max-queue", type=int, default=64, help="requests that may wait for a slot per model"
     )
+    serve.add_argument(
+        "--memory-budget",
+        default=os.environ.get("LOCALSERVE_MEMORY_BUDGET"),
+        metavar="SIZE",
+        help="memory models may use, e.g. 4GiB (default: available RAM less 1 GiB)",
+    )
+    serve.add_argument(
+        "--max-loaded-models", type=int, default=0, help="cap on resident models (0: no cap)"
+    )
+    serve.add_argument(
+        "--keep-alive",
+        default=os.environ.get("LOCALSERVE_KEEP_ALIVE", "5m"),
+        help="how long an idle model stays loaded: 5m, 30s, 0 (unload at once), -1 (for ever)",
+    )
+    serve.add_argument(
+        "--load-timeout", type=float, default=120.0, help="seconds a request waits for memory"
+    )
+    serve.add_argument(
+        "--max-pass-over",
+        type=float,
+        default=10.0,
+        help="seconds a request for a swapped-out model may be passed over before the models "
+        "in its way stop taking new requests",
+    )
     serve.add_argument("--verbose", "-v", action="store_true")
     return parser
 
 
 def _serve(args: argparse.Namespace) -> int:
     # Imported here: only the daemon needs the engine; client commands stay light.
+    from localserve.engine.errors import BadRequest
+    from localserve.engine.keep_alive import parse_keep_alive
     from localserve.engine.manager import EngineOptions
+    from localserve.engine.pools import parse_size
     from localserve.server.daemon import run
 
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    try:
+        budget = parse_size(args.memory_budget) if args.memory_budget else None
+        keep_alive = parse_keep_alive(args.keep_alive, "--keep-alive")
+    except (ValueError, BadRequest) as exc:
+        print(f"localserve: {exc}", file=sys.stderr)
+        return 2
     options = EngineOptions(
         n_slots=args.parallel,
         n_ctx_slot=args.ctx,
         n_threads=args.threads,
         step_tokens=args.step_tokens,
         max_waiting=args.max_queue,
+        memory_budget=budget,
+        max_loaded_models=args.max_loaded_models,
+        keep_alive_s=keep_alive,
+        max_pass_over_s=args.max_pass_over,
+        load_timeout_s=args.load_timeout,
     )
     try:
         run(args.host, args.port, args.model or ["smollm2"], options)

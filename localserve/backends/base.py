@@ -52,6 +52,9 @@ class ModelInfo:
     bos_text: str
     eos_text: str
     add_bos: bool
+    architecture: str = "unknown"
+    quantization: str = "unknown"
+    n_params: int = 0
 
 
 class Backend(Protocol):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import re
 import threading
 from dataclasses import dataclass
 
@@ -24,16 +25,41 @@ log = logging.getLogger(__name__)
 
 _backend_ready = False
 _backend_lock = threading.Lock()
+# llama.cpp logs from the thread that called it, so a load can collect its own lines.
+_capture = threading.local()
+_BUFFER_LINE = re.compile(r"(\S+) buffer size =\s+([\d.]+) MiB")
+_GGML_WARN, _GGML_ERROR = 3, 4  # ggml_log_level: NONE, DEBUG, INFO, WARN, ERROR, CONT
+
+
+@ll.llama_log_callback
+def _on_llama_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+    lines = getattr(_capture, "lines", None)
+    message = text.decode("utf-8", errors="replace")
+    if lines is not None:
+        lines.append(message)
+    if level in (_GGML_WARN, _GGML_ERROR) and message.strip():
+        log.log(logging.WARNING if level == _GGML_WARN else logging.ERROR, "llama.cpp: %s", message.rstrip())
 
 
 def _ensure_backend() -> None:
     global _backend_ready
     with _backend_lock:
         if not _backend_ready:
-            # llama-cpp-python prints every llama.cpp log line unless its logger says otherwise.
-            logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
+            # Replaces llama-cpp-python's callback, which prints every line to stderr.
+            ll.llama_log_set(_on_llama_log, ctypes.c_void_p(0))
             ll.llama_backend_init()
             _backend_ready = True
+
+
+def reported_buffers(lines: list[str]) -> dict[str, int]:
+    """The buffers llama.cpp says it allocated, in bytes, by kind (model, KV, output, compute)."""
+    sizes: dict[str, int] = {}
+    for line in lines:
+        m = _BUFFER_LINE.search(line)
+        if m:
+            kind = m.group(1).lower()
+            sizes[kind] = sizes.get(kind, 0) + int(float(m.group(2)) * (1 << 20))
+    return sizes
 
 
 @dataclass(frozen=True)
@@ -55,11 +81,20 @@ class LlamaCppBackend:
     def __init__(self, name: str, path: str, options: LlamaCppOptions) -> None:
         _ensure_backend()
         self._options = options
+        _capture.lines = []
+        try:
+            self._load(name, path, options)
+            self.buffers = reported_buffers(_capture.lines)
+        finally:
+            _capture.lines = None
+
+    def _load(self, name: str, path: str, options: LlamaCppOptions) -> None:
         mparams = ll.llama_model_default_params()
         mparams.n_gpu_layers = 0
         model = ll.llama_model_load_from_file(path.encode(), mparams)
         if not model:
-            raise LoadFailed(f"llama.cpp could not load the model file {path}")
+            reason = next((l.strip() for l in reversed(_capture.lines) if "error" in l.lower()), "")
+            raise LoadFailed(f"llama.cpp could not load {path}" + (f": {reason}" if reason else ""))
         self._model = model
         self._vocab = ll.llama_model_get_vocab(model)
 
@@ -105,7 +140,21 @@ class LlamaCppBackend:
             bos_text=self._special_text(ll.llama_vocab_bos(self._vocab)),
             eos_text=self._special_text(ll.llama_vocab_eos(self._vocab)),
             add_bos=bool(ll.llama_vocab_get_add_bos(self._vocab)),
+            architecture=self._meta("general.architecture") or "unknown",
+            quantization=self._description().rsplit(" ", 1)[-1],
+            n_params=int(ll.llama_model_n_params(model)),
         )
+
+    def _meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(256)
+        n = ll.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", errors="replace") if n >= 0 else None
+
+    def _description(self) -> str:
+        """llama.cpp's one-line summary, e.g. "llama 135M Q4_1"."""
+        buf = ctypes.create_string_buffer(256)
+        ll.llama_model_desc(self._model, buf, len(buf))
+        return buf.value.decode("utf-8", errors="replace")
 
     def _special_text(self, token: int) -> str:
         if token < 0:

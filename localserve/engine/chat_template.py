@@ -19,13 +19,25 @@ from localserve.engine.errors import BadRequest
 log = logging.getLogger(__name__)
 
 # Used when a model carries no template: ChatML is what most small instruct models were
-# tuned on, and its markers are plain text to a model that does not know them.
-FALLBACK_TEMPLATE = (
+# tuned on, and its markers are plain text to a model that does not know them. Gemma's own
+# turn markers are in every Gemma vocabulary, so a Gemma without a template gets those.
+CHATML_TEMPLATE = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
+GEMMA_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{% set role = 'model' if message['role'] == 'assistant' else 'user' %}"
+    "{{ '<start_of_turn>' + role + '\\n' + message['content'] + '<end_of_turn>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}"
+)
+
+
+def fallback_template(architecture: str) -> str:
+    return GEMMA_TEMPLATE if architecture.startswith("gemma") else CHATML_TEMPLATE
 
 
 def _raise_exception(message: str) -> None:
@@ -40,17 +52,21 @@ def _tojson(value: Any, indent: int | None = None, **_: Any) -> str:
 class ChatTemplate:
     """Renders a message list into the prompt text the model was tuned on."""
 
-    def __init__(self, source: str | None, bos_text: str, eos_text: str) -> None:
+    def __init__(
+        self, source: str | None, bos_text: str, eos_text: str, architecture: str = ""
+    ) -> None:
         self.is_fallback = not source
         if self.is_fallback:
-            log.info("model has no chat template; using the ChatML fallback")
+            source = fallback_template(architecture)
+            kind = "Gemma" if source is GEMMA_TEMPLATE else "ChatML"
+            log.info("model has no chat template; using the %s fallback", kind)
         env = ImmutableSandboxedEnvironment(
             trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
         )
         env.filters["tojson"] = _tojson
         env.globals["raise_exception"] = _raise_exception
         env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
-        self._template = env.from_string(source or FALLBACK_TEMPLATE)
+        self._template = env.from_string(source)
         self._bos = bos_text
         self._eos = eos_text
 

@@ -22,6 +22,8 @@ class DeviceLoop:
         self.device = device
         self._schedulers: list[Scheduler] = []
         self._lock = threading.Lock()
+        # Held for each step, so that removing a model waits for its step in progress.
+        self._stepping = threading.Lock()
         self._wake = threading.Event()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name=f"engine-{device}", daemon=True)
@@ -36,7 +38,8 @@ class DeviceLoop:
         self.wake()
 
     def remove(self, scheduler: Scheduler) -> None:
-        with self._lock:
+        """Stop stepping a model; returns once no step of it is running (call off the loop)."""
+        with self._stepping, self._lock:
             if scheduler in self._schedulers:
                 self._schedulers.remove(scheduler)
 
@@ -56,9 +59,12 @@ class DeviceLoop:
             with self._lock:
                 turn = [s for s in self._schedulers if s.has_work()]
             for scheduler in turn:
-                try:
-                    scheduler.step()
-                except Exception:  # never let one model's bug stop the device
-                    log.exception("engine step failed on %s", self.device)
+                with self._stepping:
+                    if scheduler not in self._schedulers:
+                        continue
+                    try:
+                        scheduler.step()
+                    except Exception:  # never let one model's bug stop the device
+                        log.exception("engine step failed on %s", self.device)
             if not turn:
                 self._wake.wait()

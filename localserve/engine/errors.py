@@ -46,7 +46,11 @@ class QueueFull(EngineError):
 
 
 class DoesNotFit(EngineError):
-    """A model cannot be loaded within the memory budget."""
+    """A model cannot be loaded within the memory budget, even with every other model gone."""
+
+
+class ModelBusy(EngineError):
+    """A model could not be made resident in time: the models in its way stayed busy."""
 
 
 class LoadFailed(EngineError):

@@ -1,22 +1,33 @@
-"""The one owner of model residency: which models are loaded, and on which device's loop.
+"""The one owner of model residency: what is loaded, what is evicted, and when.
 
-This first cut loads the models named at start-up and serves them; eviction, budgets and
-keep-alive build on the same `acquire` path.
+Requests `acquire` a model by name. A model that is not resident is loaded once however many
+requests ask (single flight), after its estimate is reserved in the device's pool. When it does
+not fit, idle models are evicted least recently used first; busy and pinned ones never are.
+A request that waits for busy models to drain is bounded twice: after `max_pass_over_s` the
+models in its way stop admitting new requests (so a swap cannot be starved by steady traffic
+to the resident model), and after `load_timeout_s` it gives up with ModelBusy.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+import psutil
+
 from localserve.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
 from localserve.engine.device_loop import DeviceLoop
-from localserve.engine.errors import ModelNotFound
+from localserve.engine.errors import DoesNotFit, LoadFailed, ModelBusy
+from localserve.engine.estimate import MemoryEstimate, estimate
+from localserve.engine.keep_alive import DEFAULT_KEEP_ALIVE
+from localserve.engine.pools import format_size, system_ram_pool
 from localserve.engine.resident import ResidentModel
 from localserve.engine.scheduler import Scheduler
+from localserve.store.gguf_file import BadGGUF, read_header
 from localserve.store.resolve import ModelRef, canonical_name, resolve
 
 log = logging.getLogger(__name__)
@@ -24,43 +35,132 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class EngineOptions:
-    """How every model is sized and queued."""
+    """How every model is sized and queued, and how residency is governed."""
 
     n_slots: int = 4
     n_ctx_slot: int = 4096
     n_threads: int = 0
     step_tokens: int = 512
     max_waiting: int = 64
+    memory_budget: int | None = None
+    max_loaded_models: int = 0
+    keep_alive_s: float | None = DEFAULT_KEEP_ALIVE
+    max_pass_over_s: float = 10.0
+    load_timeout_s: float = 120.0
 
 
 class ModelManager:
-    """Loads models, hands them to requests, and owns the device loops that step them."""
+    """Loads, hands out, keeps alive and evicts models; owns the device loops that step them."""
 
     def __init__(self, options: EngineOptions) -> None:
         self.options = options
-        self._models: dict[str, ResidentModel] = {}
-        self._in_flight: dict[str, int] = {}
+        self.pool = system_ram_pool(options.memory_budget)
+        self.load_counts: dict[str, int] = {}
+        # Models first named by a file path keep answering to their name after an eviction.
+        self._known: dict[str, ModelRef] = {}
+        self._resident: dict[str, ResidentModel] = {}
+        self._loading: dict[str, asyncio.Future[ResidentModel]] = {}
+        self._unloading: set[str] = set()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._changed = asyncio.Event()
         self._cpu = DeviceLoop("cpu")
         self._cpu.start()
 
     @property
     def models(self) -> list[ResidentModel]:
-        return list(self._models.values())
+        return list(self._resident.values())
 
-    async def load(self, name_or_path: str) -> ResidentModel:
-        """Load a model by catalog name or file path, off the event loop."""
-        ref = resolve(name_or_path)
-        if ref.name in self._models:
-            return self._models[ref.name]
-        loop = asyncio.get_running_loop()
-        model = await loop.run_in_executor(None, self._load_blocking, ref)
-        self._models[ref.name] = model
-        self._cpu.add(model.scheduler)
-        log.info("loaded %s from %s", ref.name, ref.path)
+    def get(self, name: str) -> ResidentModel | None:
+        return self._resident.get(canonical_name(name))
+
+    # -- the request path ----------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def acquire(
+        self, name: str, keep_alive_s: float | None | bool = False
+    ) -> AsyncIterator[ResidentModel]:
+        """Hold a resident model for one request. `keep_alive_s` (if not False) overrides how
+        long the model stays after this request: seconds, None for ever, 0 to unload at once."""
+        model = await self.ensure(name)
+        model.in_flight += 1
+        self._cancel_timer(model.name)
+        try:
+            yield model
+        finally:
+            model.in_flight -= 1
+            model.last_used = time.monotonic()
+            if keep_alive_s is not False:
+                model.keep_alive_s = keep_alive_s  # type: ignore[assignment]
+            self._after_use(model)
+
+    async def ensure(self, name: str) -> ResidentModel:
+        """The model, resident: loaded now if it must be, by one load however many ask."""
+        ref = self._known.get(canonical_name(name)) or resolve(name)
+        self._known[ref.name] = ref
+        started = time.monotonic()
+        while True:
+            model = self._resident.get(ref.name)
+            if model is not None and not model.draining:
+                return model
+            pending = self._loading.get(ref.name)
+            if pending is not None:
+                return await asyncio.shield(pending)
+            if model is not None:  # draining for another model's swap: wait our turn
+                await self._wait_for_change(started)
+                continue
+            return await self._load_once(ref, started)
+
+    async def _load_once(self, ref: ModelRef, started: float) -> ResidentModel:
+        future: asyncio.Future[ResidentModel] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self._loading[ref.name] = future
+        try:
+            model = await self._load(ref, started)
+        except BaseException as exc:
+            future.set_exception(exc)
+            raise
+        finally:
+            del self._loading[ref.name]
+            self._notify()
+        future.set_result(model)
         return model
 
-    def _load_blocking(self, ref: ModelRef) -> ResidentModel:
+    async def _load(self, ref: ModelRef, started: float) -> ResidentModel:
+        loop = asyncio.get_running_loop()
         opts = self.options
+        try:
+            header = await loop.run_in_executor(None, read_header, ref.path)
+        except BadGGUF as exc:
+            raise LoadFailed(f"cannot load '{ref.name}' from {ref.path}: {exc}") from None
+        except OSError as exc:
+            raise LoadFailed(f"cannot read '{ref.name}' at {ref.path}: {exc}") from None
+        need = estimate(header, opts.n_slots, opts.n_ctx_slot, opts.step_tokens)
+        if need.total > self.pool.budget:
+            raise DoesNotFit(
+                f"model '{ref.name}' needs {format_size(need.total)} but the {self.pool.device} "
+                f"memory budget is {format_size(self.pool.budget)}"
+            )
+        await self._make_room(ref.name, need.total, started)
+        self.pool.reserve(ref.name, need.total)
+        try:
+            model = await loop.run_in_executor(None, self._load_blocking, ref, need)
+        except BaseException:
+            self.pool.release(ref.name)
+            raise
+        self._resident[ref.name] = model
+        self.load_counts[ref.name] = self.load_counts.get(ref.name, 0) + 1
+        self._cpu.add(model.scheduler)
+        self._notify()
+        log.info(
+            "loaded %s in %.2fs: estimate %s, llama.cpp reports %s",
+            ref.name, model.load_seconds, format_size(need.total), format_size(model.actual_bytes),
+        )
+        return model
+
+    def _load_blocking(self, ref: ModelRef, need: MemoryEstimate) -> ResidentModel:
+        opts = self.options
+        rss_before = psutil.Process().memory_info().rss
+        t0 = time.perf_counter()
         backend_opts = LlamaCppOptions(
             n_slots=opts.n_slots,
             n_ctx_slot=opts.n_ctx_slot,
@@ -69,29 +169,146 @@ class ModelManager:
         )
         backend = LlamaCppBackend(ref.name, ref.path, backend_opts)
         scheduler = Scheduler(backend, max_waiting=opts.max_waiting, step_tokens=opts.step_tokens)
-        return ResidentModel(backend, scheduler, device="cpu")
-
-    def get(self, name: str) -> ResidentModel:
-        model = self._models.get(canonical_name(name))
-        if model is None:
-            raise ModelNotFound(name)
+        model = ResidentModel(backend, scheduler, device=self.pool.device)
+        model.load_seconds = time.perf_counter() - t0
+        model.estimate = need
+        model.actual_bytes = sum(backend.buffers.values())
+        model.rss_delta = psutil.Process().memory_info().rss - rss_before
+        model.keep_alive_s = opts.keep_alive_s
         return model
 
-    @asynccontextmanager
-    async def acquire(self, name: str) -> AsyncIterator[ResidentModel]:
-        """Hold a model for the length of one request; counts it as in flight."""
-        model = self.get(name)
-        self._in_flight[model.name] = self._in_flight.get(model.name, 0) + 1
+    # -- making room -------------------------------------------------------------------------
+
+    async def _make_room(self, name: str, need: int, started: float) -> None:
+        in_the_way: list[ResidentModel] = []
         try:
-            yield model
+            while not self._room_for(name, need):
+                victim = self._idle_victim(name)
+                if victim is not None:
+                    self._start_unload(victim)
+                elif time.monotonic() - started > self.options.max_pass_over_s:
+                    # Stop feeding the models in the way, so they drain and can be evicted.
+                    for model in self._resident.values():
+                        if not model.pinned and not model.draining:
+                            model.draining = True
+                            in_the_way.append(model)
+                await self._wait_for_change(started)
         finally:
-            self._in_flight[model.name] -= 1
+            for model in in_the_way:
+                model.draining = False
+
+    def _room_for(self, name: str, need: int) -> bool:
+        cap = self.options.max_loaded_models
+        others = len(self._resident) + len(self._unloading) + len(self._loading) - 1
+        return self.pool.fits(need) and (cap <= 0 or others < cap)
+
+    def _idle_victim(self, name: str) -> ResidentModel | None:
+        idle = [m for m in self._resident.values() if m.name != name and not m.pinned and m.idle]
+        return min(idle, key=lambda m: m.last_used, default=None)
+
+    async def _wait_for_change(self, started: float) -> None:
+        remaining = self.options.load_timeout_s - (time.monotonic() - started)
+        if remaining <= 0:
+            busy = ", ".join(m.name for m in self._resident.values() if not m.idle) or "none"
+            raise ModelBusy(
+                f"timed out after {self.options.load_timeout_s:.0f}s waiting for memory to load "
+                f"a model; busy models: {busy}; memory budget {format_size(self.pool.budget)}"
+            )
+        event = self._changed
+        try:
+            await asyncio.wait_for(event.wait(), min(remaining, 1.0))
+        except asyncio.TimeoutError:
+            pass
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    # -- keep-alive and unloading --------------------------------------------------------------
+
+    def _after_use(self, model: ResidentModel) -> None:
+        self._notify()
+        if model.in_flight or self._resident.get(model.name) is not model:
+            return
+        loop = asyncio.get_running_loop()
+        if not model.idle:
+            # A cancelled sequence is reaped at the engine's next step: look again shortly.
+            loop.call_later(0.05, self._after_use, model)
+            return
+        self._cancel_timer(model.name)
+        ka = model.keep_alive_s
+        if ka is None:
+            model.expires_at = None
+        elif ka <= 0:
+            self._start_unload(model)
+        else:
+            model.expires_at = time.time() + ka
+            self._timers[model.name] = loop.call_later(ka, self._expire, model)
+
+    def _expire(self, model: ResidentModel) -> None:
+        self._timers.pop(model.name, None)
+        if self._resident.get(model.name) is model and model.idle and not model.in_flight:
+            self._start_unload(model)
+        elif self._resident.get(model.name) is model:
+            self._after_use(model)  # still generating: look again when it is done
+
+    def _cancel_timer(self, name: str) -> None:
+        timer = self._timers.pop(name, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _start_unload(self, model: ResidentModel) -> None:
+        """Evict now; the memory returns to the pool when the free has really completed."""
+        name = model.name
+        del self._resident[name]
+        self._cancel_timer(name)
+        self._unloading.add(name)
+        log.info("unloading %s", name)
+        loop = asyncio.get_running_loop()
+
+        def free() -> None:
+            self._cpu.remove(model.scheduler)  # waits for a step in progress to end
+            model.backend.close()
+
+        def done(_: object) -> None:
+            self.pool.release(name)
+            self._unloading.discard(name)
+            self._notify()
+
+        loop.run_in_executor(None, free).add_done_callback(
+            lambda f: loop.call_soon_threadsafe(done, f)
+        )
+
+    async def preload(self, name: str, keep_alive_s: float | None = None) -> ResidentModel:
+        """Load without a request, as `serve --model` and the admin API do."""
+        model = await self.ensure(name)
+        model.keep_alive_s = keep_alive_s
+        self._after_use(model)
+        return model
+
+    def pin(self, name: str, pinned: bool) -> bool:
+        model = self.get(name)
+        if model is None:
+            return False
+        model.pinned = pinned
+        self._notify()
+        return True
+
+    async def unload(self, name: str) -> bool:
+        """Unload now if idle; a busy model is unloaded as soon as its requests end."""
+        model = self.get(name)
+        if model is None:
+            return False
+        model.keep_alive_s = 0
+        self._after_use(model)
+        return True
 
     def in_flight(self, name: str) -> int:
-        return self._in_flight.get(name, 0)
+        model = self.get(name)
+        return model.in_flight if model else 0
 
     def close(self) -> None:
         self._cpu.stop()
-        for model in self._models.values():
+        for model in self._resident.values():
             model.backend.close()
-        self._models.clear()
+        self._resident.clear()

@@ -9,6 +9,7 @@ from typing import Any
 from localserve.backends.base import Backend, ModelInfo
 from localserve.engine.chat_template import ChatTemplate
 from localserve.engine.errors import BadRequest
+from localserve.engine.estimate import MemoryEstimate
 from localserve.engine.sampling import SamplingParams
 from localserve.engine.scheduler import Scheduler
 from localserve.engine.sequence import Sequence
@@ -23,13 +24,29 @@ class ResidentModel:
         self.device = device
         self.info: ModelInfo = backend.info
         self.loaded_at = time.time()
+        # Residency bookkeeping, owned by the ModelManager on the event loop.
+        self.in_flight = 0
+        self.pinned = False
+        self.draining = False
+        self.keep_alive_s: float | None = None
+        self.expires_at: float | None = None
+        self.last_used = time.monotonic()
+        self.load_seconds = 0.0
+        self.estimate: MemoryEstimate | None = None
+        self.actual_bytes = 0
+        self.rss_delta = 0
         self.template = ChatTemplate(
-            self.info.chat_template, self.info.bos_text, self.info.eos_text
+            self.info.chat_template, self.info.bos_text, self.info.eos_text, self.info.architecture
         )
 
     @property
     def name(self) -> str:
         return self.info.name
+
+    @property
+    def idle(self) -> bool:
+        """No request holds it and its batcher has nothing running or waiting."""
+        return self.in_flight == 0 and self.scheduler.busy == 0
 
     def render_chat(self, messages: list[dict[str, Any]]) -> str:
         return self.template.render(messages, add_generation_prompt=True)

@@ -9,11 +9,10 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from localserve import __version__
-from localserve.engine.errors import EngineError
 from localserve.engine.manager import ModelManager
-from localserve.server import openai_api
-from localserve.server.openai_api import MANAGER
-from localserve.server.openai_errors import from_exception, openai_error
+from localserve.server import admin_api, openai_api
+from localserve.server.errors import error_response
+from localserve.server.state import MANAGER
 
 log = logging.getLogger(__name__)
 
@@ -28,13 +27,11 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return openai_error(exc.status, exc.reason or "error", "invalid_request_error")
+        return error_response(request, exc)
     except asyncio.CancelledError:
         raise
-    except EngineError as exc:
-        return from_exception(exc)
     except Exception as exc:
-        return from_exception(exc)
+        return error_response(request, exc)
 
 
 async def health(request: web.Request) -> web.Response:
@@ -49,4 +46,5 @@ def build_app(manager: ModelManager) -> web.Application:
     app[MANAGER] = manager
     app.router.add_get("/health", health)
     openai_api.add_routes(app)
+    admin_api.add_routes(app)
     return app

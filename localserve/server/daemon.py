@@ -26,7 +26,8 @@ async def serve(
     try:
         for name in models:
             try:
-                await manager.load(name)
+                # Models named at start stay until evicted, as a user who named them expects.
+                await manager.preload(name, keep_alive_s=None)
             except EngineError as exc:
                 raise SystemExit(f"localserve: cannot serve '{name}': {exc}")
         site = web.TCPSite(runner, host, port)

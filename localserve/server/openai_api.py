@@ -10,15 +10,14 @@ from typing import Any
 from aiohttp import web
 
 from localserve.engine.errors import BadRequest
-from localserve.engine.manager import ModelManager
+from localserve.engine.keep_alive import parse_keep_alive
 from localserve.engine.resident import ResidentModel
 from localserve.engine.sampling import SamplingParams
 from localserve.engine.sequence import Sequence, Status
 from localserve.server import validation as v
-from localserve.server.openai_errors import from_exception
+from localserve.server.state import MANAGER
 from localserve.server.streaming import open_sse, send_done, send_event
 
-MANAGER = web.AppKey("manager", ModelManager)
 
 
 async def read_json(request: web.Request) -> v.JSON:
@@ -113,8 +112,9 @@ class Generation:
             messages = chat_messages(body)
         else:
             prompt = body.get("prompt")
+        keep_alive = parse_keep_alive(body["keep_alive"]) if "keep_alive" in body else False
         manager = self.request.app[MANAGER]
-        async with manager.acquire(name) as model:
+        async with manager.acquire(name, keep_alive) as model:
             if self.chat:
                 tokens = await model.encode_chat(messages)
             else:
@@ -225,4 +225,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/v1/models", list_models)
 
 
-__all__ = ["MANAGER", "add_routes", "from_exception"]
+__all__ = ["MANAGER", "add_routes"]

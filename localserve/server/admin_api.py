@@ -1,0 +1,126 @@
+"""Residency over HTTP: Ollama's GET /api/ps, and our own load, unload and pin endpoints."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from aiohttp import web
+
+from localserve.engine.errors import BadRequest, ModelNotFound
+from localserve.engine.keep_alive import parse_keep_alive
+from localserve.engine.resident import ResidentModel
+from localserve.server import validation as v
+from localserve.server.openai_api import read_json
+from localserve.server.state import MANAGER
+
+# Ollama reports a model kept forever as expiring in the far future.
+_FOREVER = datetime(2318, 1, 1, tzinfo=timezone.utc).isoformat()
+
+
+def describe(model: ResidentModel, loads: int) -> dict[str, Any]:
+    """One loaded model in Ollama's /api/ps shape, plus our memory and traffic figures."""
+    expires = (
+        _FOREVER
+        if model.expires_at is None or model.in_flight
+        else datetime.fromtimestamp(model.expires_at, timezone.utc).isoformat()
+    )
+    est = model.estimate.as_dict() if model.estimate else None
+    size = est["total"] if est else model.actual_bytes
+    return {
+        "name": f"{model.name}:latest",
+        "model": f"{model.name}:latest",
+        "size": size,
+        "size_vram": 0,
+        "digest": "",
+        "expires_at": expires,
+        "details": {
+            "format": model.info.format,
+            "family": model.info.architecture,
+            "families": [model.info.architecture],
+            "parameter_size": _params(model.info.n_params),
+            "quantization_level": model.info.quantization,
+        },
+        "localserve": {
+            "device": model.device,
+            "memory_estimate": est,
+            "memory_actual": model.actual_bytes,
+            "memory_rss_delta": model.rss_delta,
+            "in_flight": model.in_flight,
+            "queued": len(model.scheduler.waiting),
+            "running": len(model.scheduler.running),
+            "pinned": model.pinned,
+            "keep_alive_s": model.keep_alive_s,
+            "loads": loads,
+            "load_seconds": round(model.load_seconds, 3),
+            "slots": model.info.n_slots,
+            "context_per_slot": model.info.n_ctx_slot,
+        },
+    }
+
+
+def _params(n: int) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.0f}{unit}" if n / size >= 10 else f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+async def ps(request: web.Request) -> web.Response:
+    manager = request.app[MANAGER]
+    return web.json_response(
+        {"models": [describe(m, manager.load_counts.get(m.name, 0)) for m in manager.models]}
+    )
+
+
+async def stats(request: web.Request) -> web.Response:
+    manager = request.app[MANAGER]
+    pool = manager.pool
+    return web.json_response(
+        {
+            "pools": [{"device": pool.device, "budget": pool.budget, "used": pool.used,
+                       "reserved": pool.reserved}],
+            "load_counts": manager.load_counts,
+        }
+    )
+
+
+def _model_field(body: v.JSON) -> str:
+    name = v.string(body, "model", required=True) or v.string(body, "name", required=True)
+    assert name is not None
+    return name
+
+
+async def load(request: web.Request) -> web.Response:
+    body = await read_json(request)
+    manager = request.app[MANAGER]
+    keep_alive = parse_keep_alive(body["keep_alive"]) if "keep_alive" in body else None
+    model = await manager.preload(_model_field(body), keep_alive)
+    if v.boolean(body, "pin", False):
+        manager.pin(model.name, True)
+    return web.json_response(describe(model, manager.load_counts.get(model.name, 0)))
+
+
+async def unload(request: web.Request) -> web.Response:
+    body = await read_json(request)
+    name = _model_field(body)
+    if not await request.app[MANAGER].unload(name):
+        raise ModelNotFound(name)
+    return web.json_response({"model": name, "unloading": True})
+
+
+async def pin(request: web.Request) -> web.Response:
+    body = await read_json(request)
+    name = _model_field(body)
+    pinned = v.boolean(body, "pinned", True)
+    if not request.app[MANAGER].pin(name, pinned):
+        raise BadRequest(f"model '{name}' is not loaded; load it before pinning", "model")
+    return web.json_response({"model": name, "pinned": pinned})
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/api/ps", ps)
+    app.router.add_get("/api/admin/stats", stats)
+    app.router.add_post("/api/admin/load", load)
+    app.router.add_post("/api/admin/unload", unload)
+    app.router.add_post("/api/admin/pin", pin)

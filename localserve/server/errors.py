@@ -1,0 +1,76 @@
+"""Engine errors at the HTTP edge: one status mapping, and each API face's own body shape.
+
+OpenAI clients expect {"error": {"message", "type", "param", "code"}}; Ollama clients expect
+{"error": "..."}. The status is the same for both.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from localserve.engine.errors import (
+    BadRequest,
+    ContextOverflow,
+    DoesNotFit,
+    EngineError,
+    LoadFailed,
+    ModelBusy,
+    ModelNotFound,
+    QueueFull,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HttpError:
+    status: int
+    message: str
+    kind: str = "invalid_request_error"
+    param: str | None = None
+    code: str | None = None
+
+
+def classify(exc: BaseException) -> HttpError:
+    """The one place an engine error becomes a status, a type and a code."""
+    msg = str(exc)
+    if isinstance(exc, ContextOverflow):
+        return HttpError(400, msg, param=exc.param, code="context_length_exceeded")
+    if isinstance(exc, BadRequest):
+        return HttpError(400, msg, param=exc.param)
+    if isinstance(exc, ModelNotFound):
+        return HttpError(404, msg, param="model", code="model_not_found")
+    if isinstance(exc, QueueFull):
+        return HttpError(503, msg, "server_error", code="queue_full")
+    if isinstance(exc, ModelBusy):
+        return HttpError(503, msg, "server_error", code="model_busy")
+    if isinstance(exc, DoesNotFit):
+        return HttpError(507, msg, "server_error", code="model_does_not_fit")
+    if isinstance(exc, LoadFailed):
+        return HttpError(500, msg, "server_error", code="model_load_failed")
+    if isinstance(exc, EngineError):
+        return HttpError(500, msg, "server_error")
+    if isinstance(exc, web.HTTPException):
+        return HttpError(exc.status, exc.reason or "error")
+    log.error("unexpected error", exc_info=exc)
+    return HttpError(500, f"internal error: {exc}", "server_error")
+
+
+def openai_error(err: HttpError) -> web.Response:
+    body = {"error": {"message": err.message, "type": err.kind, "param": err.param, "code": err.code}}
+    return web.json_response(body, status=err.status)
+
+
+def ollama_error(err: HttpError) -> web.Response:
+    return web.json_response({"error": err.message}, status=err.status)
+
+
+def error_response(request: web.Request, exc: BaseException) -> web.Response:
+    """Ollama's paths answer in Ollama's shape; everything else in OpenAI's."""
+    err = classify(exc)
+    if request.path.startswith("/api/"):
+        return ollama_error(err)
+    return openai_error(err)

@@ -1,0 +1,150 @@
+"""Reading a GGUF file's header: metadata and tensor table, checked against the file's size.
+
+A truncated or malformed file must be refused here, with a clear message, before llama.cpp
+ever sees it. We parse the header ourselves, skipping array contents, because gguf's own
+reader walks every vocabulary string in Python and would make a cold load slower.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+MAGIC = b"GGUF"
+# GGUF value types: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+_MAX_DIMS = 8
+
+
+class BadGGUF(ValueError):
+    """The file is not a GGUF model llama.cpp could load safely."""
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    ggml_type: int
+    n_elements: int
+    n_bytes: int
+    offset: int
+
+
+@dataclass
+class GGUFHeader:
+    """What a GGUF file says about itself; array values are kept as their length only."""
+
+    path: str
+    version: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+    array_lengths: dict[str, int] = field(default_factory=dict)
+    tensors: list[TensorInfo] = field(default_factory=list)
+
+    @property
+    def architecture(self) -> str:
+        return str(self.metadata.get("general.architecture", "unknown"))
+
+    def arch_value(self, key: str, default: Any = None) -> Any:
+        return self.metadata.get(f"{self.architecture}.{key}", default)
+
+    @property
+    def weights_bytes(self) -> int:
+        return sum(t.n_bytes for t in self.tensors)
+
+
+class _Reader:
+    def __init__(self, f: BinaryIO, size: int) -> None:
+        self.f, self.size = f, size
+
+    def take(self, n: int) -> bytes:
+        data = self.f.read(n)
+        if len(data) != n:
+            raise BadGGUF("the file ends inside its header: it is truncated")
+        return data
+
+    def unpack(self, fmt: str) -> Any:
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
+
+    def string(self) -> str:
+        n = self.unpack("<Q")
+        if n > self.size:
+            raise BadGGUF("a string length in the header is larger than the file")
+        return self.take(n).decode("utf-8", errors="replace")
+
+    def skip(self, n: int) -> None:
+        if self.f.tell() + n > self.size:
+            raise BadGGUF("the file ends inside its header: it is truncated")
+        self.f.seek(n, os.SEEK_CUR)
+
+    def value(self, vtype: int) -> Any:
+        if vtype in _SCALARS:
+            return self.unpack(_SCALARS[vtype])
+        if vtype == _STRING:
+            return self.string()
+        raise BadGGUF(f"unknown metadata value type {vtype}")
+
+    def skip_array(self, vtype: int, count: int) -> None:
+        if vtype in _SCALARS:
+            self.skip(count * struct.calcsize(_SCALARS[vtype]))
+        elif vtype == _STRING:
+            for _ in range(count):
+                self.skip(self.unpack("<Q"))
+        else:
+            raise BadGGUF(f"unsupported array element type {vtype}")
+
+
+def read_header(path: str) -> GGUFHeader:
+    """Parse and bounds-check a GGUF file; raise BadGGUF with the reason if it is unsafe."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        r = _Reader(f, size)
+        if r.take(4) != MAGIC:
+            raise BadGGUF("not a GGUF file (bad magic)")
+        version = r.unpack("<I")
+        if version not in (2, 3):
+            raise BadGGUF(f"unsupported GGUF version {version}")
+        n_tensors, n_kv = r.unpack("<Q"), r.unpack("<Q")
+        if n_tensors > size or n_kv > size:
+            raise BadGGUF("the header's counts are larger than the file")
+        header = GGUFHeader(path, version)
+        for _ in range(n_kv):
+            key, vtype = r.string(), r.unpack("<I")
+            if vtype == _ARRAY:
+                etype, count = r.unpack("<I"), r.unpack("<Q")
+                header.array_lengths[key] = count
+                r.skip_array(etype, count)
+            else:
+                header.metadata[key] = r.value(vtype)
+        for _ in range(n_tensors):
+            header.tensors.append(_tensor_info(r))
+        alignment = int(header.metadata.get("general.alignment", 32))
+        start = -(-f.tell() // alignment) * alignment
+    for t in header.tensors:
+        if start + t.offset + t.n_bytes > size:
+            raise BadGGUF(
+                f"tensor '{t.name}' lies past the end of the file ({size} bytes): "
+                "the file is truncated"
+            )
+    return header
+
+
+def _tensor_info(r: _Reader) -> TensorInfo:
+    name = r.string()
+    n_dims = r.unpack("<I")
+    if n_dims > _MAX_DIMS:
+        raise BadGGUF(f"tensor '{name}' claims {n_dims} dimensions")
+    n_elements = 1
+    for _ in range(n_dims):
+        n_elements *= r.unpack("<Q")
+    ggml_type, offset = r.unpack("<I"), r.unpack("<Q")
+    try:
+        block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
+    except (ValueError, KeyError):
+        raise BadGGUF(f"tensor '{name}' has unknown type {ggml_type}") from None
+    if n_elements % block:
+        raise BadGGUF(f"tensor '{name}' has {n_elements} elements, not a multiple of {block}")
+    return TensorInfo(name, ggml_type, n_elements, n_elements // block * type_size, offset)
