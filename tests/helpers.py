@@ -64,3 +64,9 @@ def assert_openai_error_shape(body: Any) -> dict[str, Any]:
     assert isinstance(error["message"], str) and error["message"], body
     assert isinstance(error["type"], str) and error["type"], body
     return error
+
+
+def assert_capped_at(response, cap: int) -> None:
+    """A chat or text completion that ran into max_tokens: exactly cap tokens, reason length."""
+    assert response.usage.completion_tokens == cap
+    assert response.choices[0].finish_reason == "length"

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from helpers import MODEL
+from helpers import assert_capped_at, MODEL
 
 STORY = [{"role": "user", "content": "Write a short story about a cat."}]
 
@@ -112,15 +112,11 @@ def test_stream_without_include_usage_sends_no_usage(client) -> None:
 
 @pytest.mark.parametrize("cap", [1, 5])
 def test_max_tokens_caps_completion_tokens_with_finish_reason_length(client, cap: int) -> None:
-    r = greedy(client, max_tokens=cap)
-    assert r.usage.completion_tokens == cap
-    assert r.choices[0].finish_reason == "length"
+    assert_capped_at(greedy(client, max_tokens=cap), cap)
 
 
 def test_max_completion_tokens_caps_like_max_tokens(client) -> None:
-    r = greedy(client, max_completion_tokens=3)
-    assert r.usage.completion_tokens == 3
-    assert r.choices[0].finish_reason == "length"
+    assert_capped_at(greedy(client, max_completion_tokens=3), 3)
 
 
 def test_stop_word_from_the_middle_of_the_answer_ends_it_just_before(client, story_pieces) -> None:
