@@ -99,13 +99,14 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def running(cmd: list[str], port: int, ready_path: str, log: Path) -> Iterator[str]:
+def running(cmd: list[str], port: int, ready_path: str, log: Path,
+            env: dict[str, str] | None = None) -> Iterator[str]:
     """Start `cmd` (a server on 127.0.0.1:`port`), yield its base URL once `ready_path`
-    answers 200, and stop it on the way out, whatever happened."""
+    answers 200, and stop it on the way out, whatever happened. `env`: None inherits ours."""
     with log.open("wb") as out:
         # Own session: a Ctrl-C in the terminal reaches only us, and we stop the server in order.
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
-                                start_new_session=True)
+                                start_new_session=True, env=env)
     try:
         base = f"http://127.0.0.1:{port}"
         wait_ready(proc, base + ready_path, log)

@@ -12,7 +12,7 @@ import logging
 import os
 import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import llama_cpp as ll
 import numpy as np
@@ -62,13 +62,21 @@ def reported_buffers(lines: list[str]) -> dict[str, int]:
     return sizes
 
 
+def usable_cores() -> int:
+    """Cores this process may run on: affinity and cpusets, not the machine's total."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS and Windows have no affinity call
+        return max(1, os.cpu_count() or 1)
+
+
 @dataclass(frozen=True)
 class LlamaCppOptions:
     """How to size a model's context: slots, context per slot, threads, tokens per step."""
 
     n_slots: int = 4
     n_ctx_slot: int = 4096
-    n_threads: int = max(1, os.cpu_count() or 1)
+    n_threads: int = field(default_factory=lambda: usable_cores())
     n_batch: int = 512
     # Per-slot KV streams keep each sequence's attention to its own cells; a unified cache
     # makes every decode token attend across all slots' cells.

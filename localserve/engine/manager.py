@@ -59,7 +59,8 @@ class ModelManager:
         # Models first named by a file path keep answering to their name after an eviction.
         self._known: dict[str, ModelRef] = {}
         self._resident: dict[str, ResidentModel] = {}
-        self._loading: dict[str, asyncio.Future[ResidentModel]] = {}
+        self._loading: dict[str, asyncio.Task[ResidentModel]] = {}
+        self._waiters: dict[str, int] = {}
         self._unloading: set[str] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._changed = asyncio.Event()
@@ -102,27 +103,31 @@ class ModelManager:
             model = self._resident.get(ref.name)
             if model is not None and not model.draining:
                 return model
-            pending = self._loading.get(ref.name)
-            if pending is not None:
-                return await asyncio.shield(pending)
             if model is not None:  # draining for another model's swap: wait our turn
-                await self._wait_for_change(started)
+                await self._wait_for_change(started, ref.name)
                 continue
-            return await self._load_once(ref, started)
+            task = self._loading.get(ref.name) or self._start_load(ref, started)
+            self._waiters[ref.name] = self._waiters.get(ref.name, 0) + 1
+            try:
+                # Shielded: a client that leaves must not cancel the load others wait on.
+                return await asyncio.shield(task)
+            finally:
+                self._waiters[ref.name] -= 1
 
-    async def _load_once(self, ref: ModelRef, started: float) -> ResidentModel:
-        future: asyncio.Future[ResidentModel] = asyncio.get_running_loop().create_future()
-        future.add_done_callback(lambda f: f.cancelled() or f.exception())
-        self._loading[ref.name] = future
+    def _start_load(self, ref: ModelRef, started: float) -> asyncio.Task[ResidentModel]:
+        task = asyncio.get_running_loop().create_task(self._load_task(ref, started))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        self._loading[ref.name] = task
+        return task
+
+    async def _load_task(self, ref: ModelRef, started: float) -> ResidentModel:
         try:
             model = await self._load(ref, started)
-        except BaseException as exc:
-            future.set_exception(exc)
-            raise
         finally:
             del self._loading[ref.name]
             self._notify()
-        future.set_result(model)
+        if not self._waiters.get(ref.name):
+            self._after_use(model)  # every requester left: its keep-alive starts now
         return model
 
     async def _load(self, ref: ModelRef, started: float) -> ResidentModel:
@@ -192,7 +197,7 @@ class ModelManager:
                         if not model.pinned and not model.draining:
                             model.draining = True
                             in_the_way.append(model)
-                await self._wait_for_change(started)
+                await self._wait_for_change(started, name)
         finally:
             for model in in_the_way:
                 model.draining = False
@@ -206,13 +211,16 @@ class ModelManager:
         idle = [m for m in self._resident.values() if m.name != name and not m.pinned and m.idle]
         return min(idle, key=lambda m: m.last_used, default=None)
 
-    async def _wait_for_change(self, started: float) -> None:
+    async def _wait_for_change(self, started: float, name: str) -> None:
         remaining = self.options.load_timeout_s - (time.monotonic() - started)
         if remaining <= 0:
-            busy = ", ".join(m.name for m in self._resident.values() if not m.idle) or "none"
+            others = [m for m in self._resident.values() if m.name != name]
+            busy = ", ".join(m.name for m in others if not m.idle) or "none"
+            pinned = ", ".join(m.name for m in others if m.pinned) or "none"
             raise ModelBusy(
                 f"timed out after {self.options.load_timeout_s:.0f}s waiting for memory to load "
-                f"a model; busy models: {busy}; memory budget {format_size(self.pool.budget)}"
+                f"'{name}'; busy models: {busy}; pinned models: {pinned}; memory budget "
+                f"{format_size(self.pool.budget)}"
             )
         event = self._changed
         try:

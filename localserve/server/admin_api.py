@@ -94,7 +94,8 @@ def _model_field(body: v.JSON) -> str:
 async def load(request: web.Request) -> web.Response:
     body = await read_json(request)
     manager = request.app[MANAGER]
-    keep_alive = parse_keep_alive(body["keep_alive"]) if "keep_alive" in body else None
+    default = manager.options.keep_alive_s
+    keep_alive = parse_keep_alive(body["keep_alive"]) if "keep_alive" in body else default
     model = await manager.preload(_model_field(body), keep_alive)
     if v.boolean(body, "pin", False):
         manager.pin(model.name, True)

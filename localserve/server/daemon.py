@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from pathlib import Path
 
 from aiohttp import web
 
@@ -30,6 +31,12 @@ async def serve(
                 await manager.preload(name, keep_alive_s=None)
             except EngineError as exc:
                 raise SystemExit(f"localserve: cannot serve '{name}': {exc}")
+        missing = [n for n in models if manager.get(n) is None and manager.get(_stem(n)) is None]
+        if missing:
+            log.warning(
+                "the memory budget does not hold every --model at once: %s were evicted to "
+                "make room and will load again on their next request", ", ".join(missing)
+            )
         site = web.TCPSite(runner, host, port)
         await site.start()
         log.info("localserve listening on http://%s:%d", host, port)
@@ -45,6 +52,10 @@ async def serve(
     finally:
         await runner.cleanup()
         manager.close()
+
+
+def _stem(name_or_path: str) -> str:
+    return Path(name_or_path).stem
 
 
 def run(host: str, port: int, models: list[str], options: EngineOptions) -> None:
