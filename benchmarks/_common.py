@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: starting and stopping servers, statistics, the doc section.
+"""What the benchmark scripts share: starting and stopping servers, the streamed client and its
+statistics, the doc section.
 
 Each script runs its servers one at a time, in their own session, and stops them (SIGTERM,
 then kill) however the run ends.
@@ -6,16 +7,23 @@ then kill) however the run ends.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import os
 import platform
 import re
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
+
+import aiohttp
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "benchmarks.md"
@@ -55,6 +63,100 @@ def percentile(values: list[float], q: float) -> float:
     lo = int(pos)
     hi = min(lo + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+# --- client --------------------------------------------------------------------------
+
+
+@dataclass
+class Sample:
+    """One streamed chat completion, as the client saw it."""
+
+    model: str
+    latency_s: float  # send to the end of the stream (or to the error)
+    ttft_s: float | None  # send to the first content chunk; None if none came
+    tokens: int
+    error: str | None = None
+
+
+class Results:
+    """Figures over the successful samples of one timed run.
+
+    Not a dataclass itself: each script's dataclass declares `wall_s` and `samples` in its own
+    field order, which its positional constructor calls rely on."""
+
+    wall_s: float
+    samples: list[Sample]
+
+    @property
+    def ok(self) -> list[Sample]:
+        return [s for s in self.samples if s.error is None]
+
+    @property
+    def tokens(self) -> int:
+        return sum(s.tokens for s in self.ok)
+
+    @property
+    def tok_s(self) -> float:
+        return self.tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+    def ttft(self, q: float) -> float:
+        return percentile([s.ttft_s for s in self.ok if s.ttft_s is not None], q)
+
+
+def client_session() -> aiohttp.ClientSession:
+    # Queued requests on a serial server can wait minutes; only a stalled read is an error.
+    # No connection limit: the scripts' own worker counts set the concurrency.
+    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_read=600),
+                                 connector=aiohttp.TCPConnector(limit=0))
+
+
+async def stream_chat(session: aiohttp.ClientSession, base: str, model: str, prompt: str,
+                      max_tokens: int) -> Sample:
+    """A greedy streamed chat completion; failures come back as `Sample.error`, never raised,
+    so one bad request does not end a timed run."""
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        # llama_cpp.server ignores this field; then we fall back to counting content chunks.
+        "stream_options": {"include_usage": True},
+    }
+    t0 = time.perf_counter()
+    ttft: float | None = None
+    chunks = 0
+    usage_tokens: int | None = None
+
+    def done(error: str | None = None) -> Sample:
+        tokens = usage_tokens if usage_tokens is not None else chunks
+        return Sample(model, time.perf_counter() - t0, ttft, tokens, error)
+
+    try:
+        async with session.post(base + "/v1/chat/completions", json=body) as r:
+            if r.status != 200:
+                return done(f"HTTP {r.status}: {(await r.text())[:200]}")
+            async for raw in r.content:
+                line = raw.strip()
+                if not line.startswith(b"data:"):
+                    continue  # blank separators and ": ping" comments
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    break
+                event = json.loads(data)
+                if "error" in event:
+                    return done(str(event["error"])[:200])
+                if event.get("usage"):
+                    usage_tokens = event["usage"].get("completion_tokens")
+                for choice in event.get("choices") or []:
+                    if (choice.get("delta") or {}).get("content"):
+                        chunks += 1
+                        if ttft is None:
+                            ttft = time.perf_counter() - t0
+    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        return done(f"{type(exc).__name__}: {exc}")
+    return done()
 
 
 # --- servers -------------------------------------------------------------------------
@@ -154,3 +256,15 @@ def write_doc(text: str, start: str, end: str) -> None:
         doc = doc.rstrip("\n") + "\n\n" + text
     DOC.parent.mkdir(parents=True, exist_ok=True)
     DOC.write_text(doc.rstrip("\n") + "\n")
+    print(f"\nwrote {DOC.relative_to(REPO)}")
+
+
+# --- entry point ---------------------------------------------------------------------
+
+
+def cli(main: Callable[[list[str]], int]) -> NoReturn:
+    """Run `main` on our arguments; a Ctrl-C ends quietly with the shell's usual 130."""
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import contextlib
 import datetime as dt
-import json
 import os
 import platform
 import shlex
@@ -28,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
-from _common import (DOC, PROMPTS, REPO, div, free_port, machine, percentile, running,
-                     versions, write_doc)
+from _common import (PROMPTS, REPO, Results, Sample, cli, client_session, div, free_port,
+                     machine, running, stream_chat, versions, write_doc)
 
 START, END = "<!-- bench_serving:start -->", "<!-- bench_serving:end -->"
 # "llama-cpp-python" gets localserve's thread count; "-default" runs it exactly as shipped
@@ -38,33 +37,11 @@ SERVERS = ("localserve", "llama-cpp-python", "llama-cpp-python-default")
 BASELINES = SERVERS[1:]
 
 @dataclass
-class Sample:
-    ttft_s: float | None
-    tokens: int
-    error: str | None = None
-
-
-@dataclass
-class Level:
+class Level(Results):
     server: str
     concurrency: int
     wall_s: float
     samples: list[Sample] = field(default_factory=list)
-
-    @property
-    def ok(self) -> list[Sample]:
-        return [s for s in self.samples if s.error is None]
-
-    @property
-    def tokens(self) -> int:
-        return sum(s.tokens for s in self.ok)
-
-    @property
-    def tok_s(self) -> float:
-        return self.tokens / self.wall_s if self.wall_s > 0 else 0.0
-
-    def ttft(self, q: float) -> float:
-        return percentile([s.ttft_s for s in self.ok if s.ttft_s is not None], q)
 
 
 # --- servers -------------------------------------------------------------------------
@@ -104,48 +81,6 @@ async def model_id(session: aiohttp.ClientSession, base: str) -> str:
         return (await r.json())["data"][0]["id"]
 
 
-async def one_request(
-    session: aiohttp.ClientSession, base: str, model: str, prompt: str, max_tokens: int
-) -> Sample:
-    body = {
-        "model": model,
-        "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": max_tokens,
-        "temperature": 0,
-        "stream": True,
-        # llama_cpp.server ignores this field; then we fall back to counting content chunks.
-        "stream_options": {"include_usage": True},
-    }
-    t0 = time.perf_counter()
-    ttft: float | None = None
-    chunks = 0
-    usage_tokens: int | None = None
-    try:
-        async with session.post(base + "/v1/chat/completions", json=body) as r:
-            if r.status != 200:
-                return Sample(None, 0, f"HTTP {r.status}: {(await r.text())[:200]}")
-            async for raw in r.content:
-                line = raw.strip()
-                if not line.startswith(b"data:"):
-                    continue  # blank separators and ": ping" comments
-                data = line[5:].strip()
-                if data == b"[DONE]":
-                    break
-                event = json.loads(data)
-                if "error" in event:
-                    return Sample(ttft, chunks, str(event["error"])[:200])
-                if event.get("usage"):
-                    usage_tokens = event["usage"].get("completion_tokens")
-                for choice in event.get("choices") or []:
-                    if (choice.get("delta") or {}).get("content"):
-                        chunks += 1
-                        if ttft is None:
-                            ttft = time.perf_counter() - t0
-    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-        return Sample(ttft, chunks, f"{type(exc).__name__}: {exc}")
-    return Sample(ttft, usage_tokens if usage_tokens is not None else chunks)
-
-
 async def run_level(
     session: aiohttp.ClientSession, server: str, base: str, model: str,
     concurrency: int, rounds: int, max_tokens: int,
@@ -164,7 +99,7 @@ async def run_level(
             except asyncio.QueueEmpty:
                 return
             # Request i always gets the same prompt, so every server sees the same workload.
-            samples.append(await one_request(session, base, model, PROMPTS[i % len(PROMPTS)],
+            samples.append(await stream_chat(session, base, model, PROMPTS[i % len(PROMPTS)],
                                              max_tokens))
 
     t0 = time.perf_counter()
@@ -175,12 +110,9 @@ async def run_level(
 async def bench_server(
     server: str, base: str, levels: list[int], rounds: int, max_tokens: int
 ) -> list[Level]:
-    # Queued requests on a serial server can wait minutes; only a stalled read is an error.
-    timeout = aiohttp.ClientTimeout(total=None, sock_read=600)
-    async with aiohttp.ClientSession(timeout=timeout,
-                                     connector=aiohttp.TCPConnector(limit=0)) as session:
+    async with client_session() as session:
         model = await model_id(session, base)
-        warm = await one_request(session, base, model, PROMPTS[0], min(16, max_tokens))
+        warm = await stream_chat(session, base, model, PROMPTS[0], min(16, max_tokens))
         if warm.error:
             raise RuntimeError(f"{server} warm-up failed: {warm.error}")
         results = []
@@ -290,12 +222,8 @@ def main(argv: list[str]) -> int:
     if not args.no_write:
         cmd = ["python", str(Path(__file__).resolve().relative_to(REPO)), *argv]
         write_doc(section(levels, cmd, model_path), START, END)
-        print(f"\nwrote {DOC.relative_to(REPO)}")
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except KeyboardInterrupt:
-        sys.exit(130)
+    cli(main)

@@ -37,9 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-from _common import (DOC, PROMPTS, REPO, div, free_port, machine, percentile, running, tail,
-                     versions, write_doc)
+from _common import (PROMPTS, REPO, Results, Sample, cli, client_session, div, free_port,
+                     machine, percentile, running, stream_chat, tail, versions, write_doc)
 
 START, END = "<!-- bench_swap:start -->", "<!-- bench_swap:end -->"
 MiB = 1 << 20
@@ -160,105 +159,33 @@ def http_json(method: str, url: str, body: Any = None, timeout: float = 300) -> 
 
 
 @dataclass
-class Req:
-    model: str
-    latency_s: float
-    ttft_s: float | None
-    tokens: int
-    error: str | None = None
-
-
-@dataclass
-class Mixed:
+class Mixed(Results):
     server: str
     budget: int | None
     wall_s: float
-    reqs: list[Req] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
     loads: int | None = None
 
-    @property
-    def ok(self) -> list[Req]:
-        return [r for r in self.reqs if r.error is None]
-
-    @property
-    def tokens(self) -> int:
-        return sum(r.tokens for r in self.ok)
-
-    @property
-    def tok_s(self) -> float:
-        return self.tokens / self.wall_s if self.wall_s > 0 else 0.0
-
     def latency(self, q: float) -> float:
-        return percentile([r.latency_s for r in self.ok], q)
-
-    def ttft(self, q: float) -> float:
-        return percentile([r.ttft_s for r in self.ok if r.ttft_s is not None], q)
-
-
-async def one_request(session: aiohttp.ClientSession, base: str, model: str, prompt: str,
-                      max_tokens: int) -> Req:
-    body = {
-        "model": model,
-        "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": max_tokens,
-        "temperature": 0,
-        "stream": True,
-        # If a server ignores this, we count content chunks instead.
-        "stream_options": {"include_usage": True},
-    }
-    t0 = time.perf_counter()
-    ttft: float | None = None
-    chunks = 0
-    usage_tokens: int | None = None
-
-    def done(error: str | None = None) -> Req:
-        tokens = usage_tokens if usage_tokens is not None else chunks
-        return Req(model, time.perf_counter() - t0, ttft, tokens, error)
-
-    try:
-        async with session.post(base + "/v1/chat/completions", json=body) as r:
-            if r.status != 200:
-                return done(f"HTTP {r.status}: {(await r.text())[:200]}")
-            async for raw in r.content:
-                line = raw.strip()
-                if not line.startswith(b"data:"):
-                    continue  # blank separators and ": ping" comments
-                data = line[5:].strip()
-                if data == b"[DONE]":
-                    break
-                event = json.loads(data)
-                if "error" in event:
-                    return done(str(event["error"])[:200])
-                if event.get("usage"):
-                    usage_tokens = event["usage"].get("completion_tokens")
-                for choice in event.get("choices") or []:
-                    if (choice.get("delta") or {}).get("content"):
-                        chunks += 1
-                        if ttft is None:
-                            ttft = time.perf_counter() - t0
-    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-        return done(f"{type(exc).__name__}: {exc}")
-    return done()
+        return percentile([s.latency_s for s in self.ok], q)
 
 
 async def mixed_traffic(base: str, names: list[str], clients: int, requests: int,
-                        max_tokens: int, loads: Any) -> tuple[float, list[Req], int | None]:
+                        max_tokens: int, loads: Any) -> tuple[float, list[Sample], int | None]:
     """Warm each model once, then the timed run; `loads()` counts model loads so far."""
-    timeout = aiohttp.ClientTimeout(total=None, sock_read=600)
-    async with aiohttp.ClientSession(timeout=timeout,
-                                     connector=aiohttp.TCPConnector(limit=0)) as session:
+    async with client_session() as session:
         for name in names:
-            warm = await one_request(session, base, name, PROMPTS[0], min(8, max_tokens))
+            warm = await stream_chat(session, base, name, PROMPTS[0], min(8, max_tokens))
             if warm.error:
                 raise RuntimeError(f"warm-up of {name} failed: {warm.error}")
         before = await asyncio.to_thread(loads)
-        reqs: list[Req] = []
+        reqs: list[Sample] = []
 
         async def client(i: int) -> None:
             for j in range(requests):
                 name = names[(i + j) % len(names)]
                 prompt = PROMPTS[(i * requests + j) % len(PROMPTS)]
-                reqs.append(await one_request(session, base, name, prompt, max_tokens))
+                reqs.append(await stream_chat(session, base, name, prompt, max_tokens))
 
         t0 = time.perf_counter()
         await asyncio.gather(*(client(i) for i in range(clients)))
@@ -316,7 +243,7 @@ MIXED_HEADER = ("| server | memory budget (MiB) | requests | agg tok/s | latency
 
 
 def mixed_row(m: Mixed) -> str:
-    n = len(m.reqs)
+    n = len(m.samples)
     avg = m.tokens / len(m.ok) if m.ok else 0.0
     budget = mib(m.budget) if m.budget is not None else "n/a (one model at a time)"
     loads = "n/a" if m.loads is None else str(m.loads)
@@ -689,12 +616,8 @@ def main(argv: list[str]) -> int:
     if not args.no_write:
         cmd = ["python", str(Path(__file__).resolve().relative_to(REPO)), *argv]
         write_doc(section(cmd, models_, args, budgets, mixed, loads), START, END)
-        print(f"\nwrote {DOC.relative_to(REPO)}")
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except KeyboardInterrupt:
-        sys.exit(130)
+    cli(main)
