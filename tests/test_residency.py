@@ -154,17 +154,22 @@ def assert_complete(response, max_tokens: int = 8) -> None:
 # -- one daemon with a budget that fits both models, shared by the read-only tests -----
 
 
+def shut_down(proc) -> None:
+    """Stop a module-scoped daemon and remove its log."""
+    stop_daemon(proc)
+    try:
+        os.unlink(proc.log_path)
+    except OSError:
+        pass
+
+
 @pytest.fixture(scope="module")
 def both_daemon(gemma_path: str, fits_both: int):
     proc, url = start_daemon(serve_args(SMOL, gemma_path, budget=fits_both))
     try:
         yield proc, url
     finally:
-        stop_daemon(proc)
-        try:
-            os.unlink(proc.log_path)
-        except OSError:
-            pass
+        shut_down(proc)
 
 
 # -- 1. a budget that fits both: no reloads -----
@@ -364,11 +369,7 @@ def pinned_refusal(gemma_path: str, fits_one: int):
             client.close()
         yield url, info.value
     finally:
-        stop_daemon(proc)
-        try:
-            os.unlink(proc.log_path)
-        except OSError:
-            pass
+        shut_down(proc)
 
 
 def test_pinned_model_is_not_evicted_and_the_other_gets_503_model_busy(pinned_refusal) -> None:
