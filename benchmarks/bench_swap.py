@@ -43,8 +43,10 @@ from _common import (PROMPTS, REPO, Results, Sample, cli, client_session, div, f
 START, END = "<!-- bench_swap:start -->", "<!-- bench_swap:end -->"
 MiB = 1 << 20
 SLOTS, CTX_PER_SLOT, STEP_TOKENS = 8, 1024, 512  # --parallel 8 --ctx 1024, default --step-tokens
-SERVERS = ("localserve-both", "localserve-one", "llama-cpp-python")
-BASELINE = "llama-cpp-python"
+# "llama-cpp-python" gets localserve's thread count; "-default" runs as shipped
+# (cpu_count // 2 threads per model), the baseline the model-manager issue names.
+SERVERS = ("localserve-both", "localserve-one", "llama-cpp-python", "llama-cpp-python-default")
+BASELINES = SERVERS[2:]
 # llama.cpp prints this once per model file it opens; llama_cpp.server logs it (verbose=True).
 LOAD_LINE = re.compile(rb"llama_model_loader: loaded meta data with")
 # Settings that would silently change what a server does; every server gets them explicitly.
@@ -123,14 +125,16 @@ def localserve_cmd(port: int, models_: list[Model], budget: int, threads: int,
                   "--memory-budget", str(budget), *extra]
 
 
-def llama_cpp_cmd(port: int, models_: list[Model], threads: int, logdir: Path) -> list[str]:
+def llama_cpp_cmd(
+    port: int, models_: list[Model], threads: int | None, logdir: Path
+) -> list[str]:
     # One n_ctx for its one sequence: llama_cpp.server serves a request at a time.
     config = {
         "host": "127.0.0.1",
         "port": port,
         "interrupt_requests": False,
         "models": [{"model": m.path, "model_alias": m.name, "n_ctx": CTX_PER_SLOT,
-                    "n_threads": threads, "n_threads_batch": threads,
+                    **({"n_threads": threads, "n_threads_batch": threads} if threads else {}),
                     **({"chat_format": m.chat_format} if m.chat_format else {})}
                    for m in models_],
     }
@@ -208,13 +212,15 @@ def run_mixed(server_name: str, models_: list[Model], args: argparse.Namespace,
     port = free_port()
     log = logdir / f"mixed-{server_name}.log"
     names = [m.name for m in models_]
-    if server_name == BASELINE:
-        cmd, ready, budget = llama_cpp_cmd(port, models_, args.threads, logdir), "/v1/models", None
+    baseline = server_name in BASELINES
+    if baseline:
+        threads = None if server_name.endswith("-default") else args.threads
+        cmd, ready, budget = llama_cpp_cmd(port, models_, threads, logdir), "/v1/models", None
     else:
         budget = budgets[server_name]
         cmd, ready = localserve_cmd(port, models_, budget, args.threads), "/health"
     with server(cmd, ready, port, log) as base:
-        if server_name == BASELINE:
+        if baseline:
             def loads() -> int:
                 return log_loads(log)
             startup = log_loads(log)
@@ -232,7 +238,7 @@ def run_mixed(server_name: str, models_: list[Model], args: argparse.Namespace,
     for r in reqs:
         if r.error:
             print(f"  error ({r.model}): {r.error}", flush=True)
-    if server_name == BASELINE and n_loads == 0 and not LOAD_LINE.search(log.read_bytes()):
+    if baseline and n_loads == 0 and not LOAD_LINE.search(log.read_bytes()):
         result.loads = None  # the log does not show loads at all: we cannot count them
     return result
 
@@ -252,12 +258,12 @@ def mixed_row(m: Mixed) -> str:
             f"| {loads} |")
 
 
-def mixed_ratios(results: list[Mixed]) -> str:
+def mixed_ratios(results: list[Mixed], baseline: str) -> str:
     by = {m.server: m for m in results}
-    base = by.get(BASELINE)
+    base = by.get(baseline)
     if base is None:
         return ""
-    lines = [f"| localserve / {BASELINE} | tok/s ratio (higher is better) "
+    lines = [f"| localserve / {baseline} | tok/s ratio (higher is better) "
              "| latency p50 ratio (lower is better) | latency p95 ratio |",
              "|---|---:|---:|---:|"]
     for name in SERVERS[:2]:
@@ -474,8 +480,9 @@ def section(argv: list[str], models_: list[Model], args: argparse.Namespace,
                                  f"{mib(m.total)} MiB)" for m in models_),
         f"- Command: `{shlex.join(argv)}`",
         f"- CPUs busy in the second before the run: {args.cpu_busy:.0%}",
-        f"- Threads: {args.threads} for every server (localserve `--threads`, llama-cpp-python "
-        "`n_threads` and `n_threads_batch` per model) and for the raw loads",
+        f"- Threads: {args.threads} for localserve (`--threads`), `llama-cpp-python` "
+        "(`n_threads` and `n_threads_batch` per model) and the raw loads; "
+        "`llama-cpp-python-default` keeps its own default (cpu_count // 2)",
         f"- localserve: `--parallel {SLOTS} --ctx {CTX_PER_SLOT}`; memory budgets: both fit = "
         f"sum of estimates + 200 MiB = {mib(budgets['localserve-both'])} MiB, one fits = "
         f"largest estimate + 64 MiB = {mib(budgets['localserve-one'])} MiB",
@@ -493,16 +500,18 @@ def section(argv: list[str], models_: list[Model], args: argparse.Namespace,
             "(localserve: `load_counts` of `/api/admin/stats`; llama-cpp-python: llama.cpp's "
             f"model-loader lines in its log). llama-cpp-python gets `n_ctx {CTX_PER_SLOT}` "
             "for its one sequence and serves one request at a time, reloading on every switch "
-            "of model. The Gemma GGUF carries no chat template: localserve falls back to "
+            "of model; `llama-cpp-python` is given localserve's thread count, "
+            "`llama-cpp-python-default` runs as shipped. The Gemma GGUF carries no chat template: localserve falls back to "
             "Gemma's turn format, and llama-cpp-python is given `chat_format: gemma` to match "
             "(its own fallback, llama-2's format, makes Gemma stop at once).",
             "",
             MIXED_HEADER,
             *(mixed_row(m) for m in mixed),
         ]
-        ratios = mixed_ratios(mixed)
-        if ratios:
-            parts += ["", ratios]
+        for baseline in BASELINES:
+            ratios = mixed_ratios(mixed, baseline)
+            if ratios:
+                parts += ["", ratios]
     if loads:
         parts += [
             "",
@@ -598,9 +607,10 @@ def main(argv: list[str]) -> int:
                     mixed.append(run_mixed(name, models_, args, logdir, budgets))
                 print(f"\n{MIXED_HEADER}")
                 print("\n".join(mixed_row(m) for m in mixed))
-                ratios = mixed_ratios(mixed)
-                if ratios:
-                    print(f"\n{ratios}")
+                for baseline in BASELINES:
+                    ratios = mixed_ratios(mixed, baseline)
+                    if ratios:
+                        print(f"\n{ratios}")
             if "load" in args.parts:
                 print(f"\n## cold loads, {args.load_reps} each\n", flush=True)
                 loads = run_cold_loads(models_, args, logdir)

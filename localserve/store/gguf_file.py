@@ -7,6 +7,7 @@ reader walks every vocabulary string in Python and would make a cold load slower
 
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import struct
@@ -116,7 +117,21 @@ class _Reader:
 
 
 def read_header(path: str) -> GGUFHeader:
-    """Parse and bounds-check a GGUF file; raise BadGGUF with the reason if it is unsafe."""
+    """Parse and bounds-check a GGUF file; raise BadGGUF with the reason if it is unsafe.
+
+    A file unchanged since its last read (same size and mtime) is not parsed again: a model
+    evicted and loaded back pays only for llama.cpp's own load.
+    """
+    st = os.stat(path)
+    return _read_header_cached(path, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_header_cached(path: str, size: int, mtime_ns: int) -> GGUFHeader:
+    return _read_header(path)
+
+
+def _read_header(path: str) -> GGUFHeader:
     size = os.path.getsize(path)
     if size < 24:
         raise BadGGUF(f"the file is {size} bytes: too small to be a GGUF model")
