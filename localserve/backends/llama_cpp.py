@@ -76,7 +76,7 @@ class LlamaCppOptions:
 
     n_slots: int = 4
     n_ctx_slot: int = 4096
-    n_threads: int = field(default_factory=lambda: usable_cores())
+    n_threads: int = field(default_factory=usable_cores)
     n_batch: int = 512
     # Per-slot KV streams keep each sequence's attention to its own cells; a unified cache
     # makes every decode token attend across all slots' cells.

@@ -311,10 +311,6 @@ class ModelManager:
         self._after_use(model)
         return True
 
-    def in_flight(self, name: str) -> int:
-        model = self.get(name)
-        return model.in_flight if model else 0
-
     def close(self) -> None:
         self._cpu.stop()
         for model in self._resident.values():

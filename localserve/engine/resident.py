@@ -62,6 +62,16 @@ class ResidentModel:
     async def encode_text(self, text: str) -> list[int]:
         return await self._tokenize(text, True)
 
+    def check_token_ids(self, tokens: list[int], field: str = "prompt") -> list[int]:
+        """Token ids a client sent: an out-of-range id would fail the whole batch it runs in."""
+        n_vocab = self.backend.n_vocab
+        bad = next((t for t in tokens if not 0 <= t < n_vocab), None)
+        if bad is not None:
+            raise BadRequest(
+                f"token id {bad} is outside this model's vocabulary (0..{n_vocab - 1})", field
+            )
+        return tokens
+
     async def _tokenize(self, text: str, add_special: bool) -> list[int]:
         # Long prompts take milliseconds to tokenize: keep that off the event loop.
         loop = asyncio.get_running_loop()
@@ -73,18 +83,10 @@ class ResidentModel:
     def submit(
         self, prompt: list[int], params: SamplingParams, prompt_field: str = "prompt"
     ) -> Sequence:
-        """Queue a generation; raises BadRequest, ContextOverflow or QueueFull at once.
+        """Queue a generation; raises ContextOverflow or QueueFull at once.
 
         `prompt_field` names the request field an error about the prompt should point at.
         """
-        n_vocab = self.backend.n_vocab
-        bad = next((t for t in prompt if not 0 <= t < n_vocab), None)
-        if bad is not None:
-            # An out-of-range id would fail the whole batch, and every sequence in it.
-            raise BadRequest(
-                f"token id {bad} is outside this model's vocabulary (0..{n_vocab - 1})",
-                prompt_field,
-            )
         room = self.info.n_ctx_slot - len(prompt)
         limit = room if params.max_tokens is None else min(params.max_tokens, room)
         seq = Sequence(prompt, params, max(1, limit), asyncio.get_running_loop())

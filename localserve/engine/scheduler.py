@@ -110,13 +110,12 @@ class Scheduler:
         while self.free_slots and self.waiting:
             with self._lock:
                 seq = self.waiting.popleft()
-            slot = self._pick_slot(seq.prompt)
+            slot, cached = self._pick_slot(seq.prompt)
             try:
-                self._start_in_slot(seq, slot)
+                self._start_in_slot(seq, slot, cached)
             except Exception as exc:  # the slot goes back; only this request fails
                 log.exception("could not start a sequence on %s", self.backend.info.name)
-                self.backend.seq_trim(slot, 0)
-                self.slot_tokens[slot] = []
+                self._forget_slot(slot)
                 self.free_slots.append(slot)
                 seq.finish_reason = "error"
                 outbox.append((seq, Delta("", finish_reason="error", error=str(exc))))
@@ -124,31 +123,32 @@ class Scheduler:
             seq.status = Status.RUNNING
             self.running.append(seq)
 
-    def _pick_slot(self, prompt: list[int]) -> int:
+    def _pick_slot(self, prompt: list[int]) -> tuple[int, int]:
         """The free slot that best trades a cached prefix against a compact running set.
 
         llama.cpp runs one micro-batch per run of consecutive busy slots, each a full pass over
         the weights, so a slot that starts a new run costs about as much per step as a couple of
         prefill tokens. When every slot is about to be busy anyway the runs merge by themselves,
-        and only the cache counts. Ties go to the least recently used slot.
+        and only the cache counts. Ties go to the least recently used slot. Returns the slot and
+        how many leading prompt tokens its cells already hold.
         """
         busy = {s.slot for s in self.running}
         filling_up = len(busy) + len(self.waiting) + 1 >= len(self.slot_tokens)
+        cached = {s: _common_prefix(self.slot_tokens[s], prompt) for s in self.free_slots}
 
         def score(slot: int) -> tuple[int, int]:
-            cached = _common_prefix(self.slot_tokens[slot], prompt)
             if filling_up:
-                return cached, -self._slot_used_at[slot]
+                return cached[slot], -self._slot_used_at[slot]
             new_runs = 1 - ((slot - 1) in busy) - ((slot + 1) in busy)
-            return cached - RUN_COST_TOKENS * new_runs, -self._slot_used_at[slot]
+            return cached[slot] - RUN_COST_TOKENS * new_runs, -self._slot_used_at[slot]
 
         best = max(self.free_slots, key=score)
         self.free_slots.remove(best)
-        return best
+        return best, cached[best]
 
-    def _start_in_slot(self, seq: Sequence, slot: int) -> None:
+    def _start_in_slot(self, seq: Sequence, slot: int, cached: int) -> None:
         # At least the last prompt token is run again: its logits give the first new token.
-        reuse = min(_common_prefix(self.slot_tokens[slot], seq.prompt), len(seq.prompt) - 1)
+        reuse = min(cached, len(seq.prompt) - 1)
         if not self.backend.seq_trim(slot, reuse):
             self.backend.seq_trim(slot, 0)
             reuse = 0
@@ -240,13 +240,17 @@ class Scheduler:
                 decoded = seq.generated[:-1] if seq.prefill_done else []
                 self.slot_tokens[slot] = seq.prompt[: seq.n_prefilled] + decoded
             else:
-                self.backend.seq_trim(slot, 0)
-                self.slot_tokens[slot] = []
+                self._forget_slot(slot)
             self._slot_used_at[slot] = self.steps
             self.free_slots.append(slot)
             seq.slot = None
         seq.status = Status.FINISHED
         self.running.remove(seq)
+
+    def _forget_slot(self, slot: int) -> None:
+        """Wipe a slot whose cells can no longer be trusted."""
+        self.backend.seq_trim(slot, 0)
+        self.slot_tokens[slot] = []
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

@@ -46,7 +46,9 @@ async def serve(
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
                 loop.add_signal_handler(sig, stop.set)
-            except NotImplementedError:  # Windows
+            except NotImplementedError:
+                # Windows event loops take no signal handlers; there Ctrl-C arrives as
+                # KeyboardInterrupt, which the CLI catches, and the finally below still runs.
                 pass
         await stop.wait()
     finally:

@@ -136,7 +136,7 @@ class Generation:
         if isinstance(prompt, list) and prompt and all(
             isinstance(t, int) and not isinstance(t, bool) for t in prompt
         ):
-            return list(prompt)
+            return model.check_token_ids(list(prompt))
         raise BadRequest("'prompt' must be a string or a list of token ids", "prompt")
 
     def _envelope(self, model: ResidentModel, choice: dict[str, Any], chunk: bool) -> v.JSON:
