@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from localserve.engine.scheduler import Scheduler
+from localserve.engine.batcher import Batcher
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +20,7 @@ class DeviceLoop:
 
     def __init__(self, device: str) -> None:
         self.device = device
-        self._schedulers: list[Scheduler] = []
+        self._schedulers: list[Batcher] = []
         self._lock = threading.Lock()
         # Held for each step, so that removing a model waits for its step in progress.
         self._stepping = threading.Lock()
@@ -31,13 +31,13 @@ class DeviceLoop:
     def start(self) -> None:
         self._thread.start()
 
-    def add(self, scheduler: Scheduler) -> None:
+    def add(self, scheduler: Batcher) -> None:
         scheduler.attach(self.wake)
         with self._lock:
             self._schedulers.append(scheduler)
         self.wake()
 
-    def remove(self, scheduler: Scheduler) -> None:
+    def remove(self, scheduler: Batcher) -> None:
         """Stop stepping a model; returns once no step of it is running (call off the loop)."""
         with self._stepping, self._lock:
             if scheduler in self._schedulers:

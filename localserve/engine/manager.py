@@ -15,38 +15,19 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 
 import psutil
 
-from localserve.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
 from localserve.engine.device_loop import DeviceLoop
-from localserve.engine.errors import DoesNotFit, LoadFailed, ModelBusy
-from localserve.engine.estimate import MemoryEstimate, estimate
-from localserve.engine.keep_alive import DEFAULT_KEEP_ALIVE
+from localserve.engine.errors import DoesNotFit, ModelBusy
+from localserve.engine.estimate import MemoryEstimate
+from localserve.engine.loader import estimate_load, load
+from localserve.engine.options import EngineOptions
 from localserve.engine.pools import format_size, system_ram_pool
 from localserve.engine.resident import ResidentModel
-from localserve.engine.scheduler import Scheduler
-from localserve.store.gguf_file import BadGGUF, read_header
 from localserve.store.resolve import ModelRef, canonical_name, resolve
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class EngineOptions:
-    """How every model is sized and queued, and how residency is governed."""
-
-    n_slots: int = 4
-    n_ctx_slot: int = 4096
-    n_threads: int = 0
-    step_tokens: int = 512
-    max_waiting: int = 64
-    memory_budget: int | None = None
-    max_loaded_models: int = 0
-    keep_alive_s: float | None = DEFAULT_KEEP_ALIVE
-    max_pass_over_s: float = 10.0
-    load_timeout_s: float = 120.0
 
 
 class ModelManager:
@@ -133,13 +114,7 @@ class ModelManager:
     async def _load(self, ref: ModelRef, started: float) -> ResidentModel:
         loop = asyncio.get_running_loop()
         opts = self.options
-        try:
-            header = await loop.run_in_executor(None, read_header, ref.path)
-        except BadGGUF as exc:
-            raise LoadFailed(f"cannot load '{ref.name}' from {ref.path}: {exc}") from None
-        except OSError as exc:
-            raise LoadFailed(f"cannot read '{ref.name}' at {ref.path}: {exc}") from None
-        need = estimate(header, opts.n_slots, opts.n_ctx_slot, opts.step_tokens)
+        need = await loop.run_in_executor(None, estimate_load, ref, opts)
         if need.total > self.pool.budget:
             raise DoesNotFit(
                 f"model '{ref.name}' needs {format_size(need.total)} but the {self.pool.device} "
@@ -157,7 +132,7 @@ class ModelManager:
         self._cpu.add(model.scheduler)
         self._notify()
         log.info(
-            "loaded %s in %.2fs: estimate %s, llama.cpp reports %s",
+            "loaded %s in %.2fs: estimate %s, the runtime reports %s",
             ref.name, model.load_seconds, format_size(need.total), format_size(model.actual_bytes),
         )
         return model
@@ -166,18 +141,11 @@ class ModelManager:
         opts = self.options
         rss_before = psutil.Process().memory_info().rss
         t0 = time.perf_counter()
-        backend_opts = LlamaCppOptions(
-            n_slots=opts.n_slots,
-            n_ctx_slot=opts.n_ctx_slot,
-            n_batch=opts.step_tokens,
-            **({"n_threads": opts.n_threads} if opts.n_threads > 0 else {}),
-        )
-        backend = LlamaCppBackend(ref.name, ref.path, backend_opts)
-        scheduler = Scheduler(backend, max_waiting=opts.max_waiting, step_tokens=opts.step_tokens)
-        model = ResidentModel(backend, scheduler, device=self.pool.device)
+        runtime = load(ref, opts)
+        model = ResidentModel(runtime.backend, runtime.batcher, device=self.pool.device)
         model.load_seconds = time.perf_counter() - t0
         model.estimate = need
-        model.actual_bytes = sum(backend.buffers.values())
+        model.actual_bytes = runtime.reported_bytes
         model.rss_delta = psutil.Process().memory_info().rss - rss_before
         model.keep_alive_s = opts.keep_alive_s
         return model

@@ -11,14 +11,14 @@ from localserve.engine.chat_template import ChatTemplate
 from localserve.engine.errors import BadRequest
 from localserve.engine.estimate import MemoryEstimate
 from localserve.engine.sampling import SamplingParams
-from localserve.engine.scheduler import Scheduler
+from localserve.engine.batcher import Batcher
 from localserve.engine.sequence import Sequence
 
 
 class ResidentModel:
     """What a request talks to once the manager has handed it a model."""
 
-    def __init__(self, backend: Backend, scheduler: Scheduler, device: str) -> None:
+    def __init__(self, backend: Backend, scheduler: Batcher, device: str) -> None:
         self.backend = backend
         self.scheduler = scheduler
         self.device = device

@@ -17,10 +17,11 @@ EMBEDDED: dict[str, tuple[str, str]] = {
 
 @dataclass(frozen=True)
 class ModelRef:
-    """A model's served name and the file that holds it."""
+    """A model's served name, the file (or, for ONNX, the folder) that holds it, and its format."""
 
     name: str
     path: str
+    format: str = "gguf"
 
 
 def embedded_path(name: str) -> str | None:
@@ -50,6 +51,9 @@ def resolve(name_or_path: str) -> ModelRef:
     looks_like_path = os.sep in name_or_path or name_or_path.endswith(".gguf")
     if looks_like_path:
         path = Path(name_or_path).expanduser()
+        if path.is_dir() and (path / "genai_config.json").is_file():
+            # An onnxruntime-genai model is a folder, served under the folder's name.
+            return ModelRef(path.name, str(path.resolve()), "onnx")
         if not path.is_file():
             raise ModelNotFound(name_or_path)
         return ModelRef(path.stem, str(path.resolve()))
