@@ -18,8 +18,8 @@ class BadRequest(EngineError):
 class ModelNotFound(EngineError):
     """No model of that name is loaded or known."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"model '{name}' not found")
+    def __init__(self, name: str, hint: str = "") -> None:
+        super().__init__(f"model '{name}' not found" + (f"; {hint}" if hint else ""))
         self.name = name
 
 

@@ -19,13 +19,14 @@ from contextlib import asynccontextmanager
 import psutil
 
 from localserve.engine.device_loop import DeviceLoop
-from localserve.engine.errors import DoesNotFit, ModelBusy
+from localserve.engine.errors import BadRequest, DoesNotFit, ModelBusy
 from localserve.engine.estimate import MemoryEstimate
 from localserve.engine.loader import estimate_load, load
 from localserve.engine.options import EngineOptions
 from localserve.engine.pools import format_size, system_ram_pool
 from localserve.engine.resident import ResidentModel
-from localserve.store.resolve import ModelRef, canonical_name, resolve
+from localserve.store.library import Library
+from localserve.store.resolve import ModelRef, canonical_name
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ class ModelManager:
     def __init__(self, options: EngineOptions) -> None:
         self.options = options
         self.pool = system_ram_pool(options.memory_budget)
+        self.library = Library(options.models_dir)
         self.load_counts: dict[str, int] = {}
         # Models first named by a file path keep answering to their name after an eviction.
         self._known: dict[str, ModelRef] = {}
@@ -75,9 +77,13 @@ class ModelManager:
                 model.keep_alive_s = keep_alive_s  # type: ignore[assignment]
             self._after_use(model)
 
-    async def ensure(self, name: str) -> ResidentModel:
-        """The model, resident: loaded now if it must be, by one load however many ask."""
-        ref = self._known.get(canonical_name(name)) or resolve(name)
+    async def ensure(self, name: str, allow_path: bool = False) -> ResidentModel:
+        """The model, resident: loaded now if it must be, by one load however many ask.
+
+        Only the operator (`serve --model`, the admin load) may name a file path; a client of
+        the OpenAI or Ollama face names a model, and a name never holds a separator.
+        """
+        ref = self._known.get(canonical_name(name)) or await self._resolve(name, allow_path)
         self._known[ref.name] = ref
         started = time.monotonic()
         while True:
@@ -94,6 +100,15 @@ class ModelManager:
                 return await asyncio.shield(task)
             finally:
                 self._waiters[ref.name] -= 1
+
+    async def _resolve(self, name: str, allow_path: bool) -> ModelRef:
+        if not allow_path and ("/" in name or "\\" in name):
+            raise BadRequest(
+                f"'{name}' is not a model name: names hold no '/'; to serve a file, start the "
+                "daemon with `localserve serve --model PATH` or import it into the store", "model")
+        # Resolving may read manifests and lay out an ONNX folder: keep it off the event loop.
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, self.library.resolve, name, allow_path)
 
     def _start_load(self, ref: ModelRef, started: float) -> asyncio.Task[ResidentModel]:
         task = asyncio.get_running_loop().create_task(self._load_task(ref, started))
@@ -256,8 +271,8 @@ class ModelManager:
         )
 
     async def preload(self, name: str, keep_alive_s: float | None = None) -> ResidentModel:
-        """Load without a request, as `serve --model` and the admin API do."""
-        model = await self.ensure(name)
+        """Load without a request, as `serve --model` and the admin API do (paths allowed)."""
+        model = await self.ensure(name, allow_path=True)
         model.keep_alive_s = keep_alive_s
         self._after_use(model)
         return model

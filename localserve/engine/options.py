@@ -21,3 +21,5 @@ class EngineOptions:
     keep_alive_s: float | None = DEFAULT_KEEP_ALIVE
     max_pass_over_s: float = 10.0
     load_timeout_s: float = 120.0
+    # The model store's folder; None: LOCALSERVE_MODELS, else the user data folder.
+    models_dir: str | None = None

@@ -38,7 +38,7 @@ def describe(model: ResidentModel, loads: int) -> dict[str, Any]:
             "format": model.info.format,
             "family": model.info.architecture,
             "families": [model.info.architecture],
-            "parameter_size": _params(model.info.n_params),
+            "parameter_size": parameter_size(model.info.n_params),
             "quantization_level": model.info.quantization,
         },
         "localserve": {
@@ -59,7 +59,7 @@ def describe(model: ResidentModel, loads: int) -> dict[str, Any]:
     }
 
 
-def _params(n: int) -> str:
+def parameter_size(n: int) -> str:
     for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
         if n >= size:
             return f"{n / size:.0f}{unit}" if n / size >= 10 else f"{n / size:.1f}{unit}"

@@ -22,6 +22,9 @@ from localserve.engine.errors import (
     QueueFull,
 )
 
+from localserve.store.hub import PullError
+from localserve.store.inspect import BadModelFile
+
 log = logging.getLogger(__name__)
 
 
@@ -51,6 +54,10 @@ def classify(exc: BaseException) -> HttpError:
         return HttpError(507, msg, "server_error", code="model_does_not_fit")
     if isinstance(exc, LoadFailed):
         return HttpError(500, msg, "server_error", code="model_load_failed")
+    if isinstance(exc, PullError):
+        return HttpError(exc.status, msg, "server_error", code="pull_failed")
+    if isinstance(exc, BadModelFile):
+        return HttpError(400, msg, param="path", code="bad_model_file")
     if isinstance(exc, EngineError):
         return HttpError(500, msg, "server_error")
     if isinstance(exc, web.HTTPException):

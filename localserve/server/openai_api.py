@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import json
 import time
 import uuid
@@ -211,10 +213,15 @@ async def completions(request: web.Request) -> web.StreamResponse:
 
 
 async def list_models(request: web.Request) -> web.Response:
+    """Every model a request may name: the library's (loaded or not) and those served by path."""
     manager = request.app[MANAGER]
+    stored = await asyncio.get_running_loop().run_in_executor(None, manager.library.models)
+    created = {m.name.short: int(m.created_at) for m in stored}
+    for m in manager.models:
+        created.setdefault(m.name, int(m.loaded_at))
     data = [
-        {"id": m.name, "object": "model", "created": int(m.loaded_at), "owned_by": "localserve"}
-        for m in manager.models
+        {"id": name, "object": "model", "created": ts, "owned_by": "localserve"}
+        for name, ts in sorted(created.items())
     ]
     return web.json_response({"object": "list", "data": data})
 

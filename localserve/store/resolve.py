@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localserve.engine.errors import ModelNotFound
+from localserve.store.names import BadName, parse_name
 
 # Models that ship inside an installed Python package: they work with no download at all.
 EMBEDDED: dict[str, tuple[str, str]] = {
@@ -41,22 +42,35 @@ def embedded_path(name: str) -> str | None:
 
 
 def canonical_name(name: str) -> str:
-    """`smollm2:latest` and `smollm2` are one model."""
-    base, _, tag = name.partition(":")
-    return base if tag in ("", "latest") else name
+    """`smollm2:latest`, `SmolLM2` and `smollm2` are one model: the name as a user writes it."""
+    try:
+        return parse_name(name).short
+    except BadName:
+        return name
+
+
+def resolve_path(name_or_path: str) -> ModelRef | None:
+    """A path is served under its file stem (`/x/gemma3.gguf` is `gemma3`); None if not a path.
+
+    A path that names nothing is ModelNotFound, not a name: names never hold separators.
+    """
+    looks_like_path = os.sep in name_or_path or "/" in name_or_path or name_or_path.endswith(".gguf")
+    if not looks_like_path or name_or_path.startswith("hf://"):
+        return None
+    path = Path(name_or_path).expanduser()
+    if path.is_dir() and (path / "genai_config.json").is_file():
+        # An onnxruntime-genai model is a folder, served under the folder's name.
+        return ModelRef(canonical_name(path.name), str(path.resolve()), "onnx")
+    if not path.is_file():
+        raise ModelNotFound(name_or_path, "no such file")
+    return ModelRef(canonical_name(path.stem), str(path.resolve()))
 
 
 def resolve(name_or_path: str) -> ModelRef:
-    """A path is served under its file stem (`/x/gemma3.gguf` is `gemma3`); a name is looked up."""
-    looks_like_path = os.sep in name_or_path or name_or_path.endswith(".gguf")
-    if looks_like_path:
-        path = Path(name_or_path).expanduser()
-        if path.is_dir() and (path / "genai_config.json").is_file():
-            # An onnxruntime-genai model is a folder, served under the folder's name.
-            return ModelRef(path.name, str(path.resolve()), "onnx")
-        if not path.is_file():
-            raise ModelNotFound(name_or_path)
-        return ModelRef(path.stem, str(path.resolve()))
+    """A path, or a model that ships inside a package; the store is the Library's business."""
+    by_path = resolve_path(name_or_path)
+    if by_path is not None:
+        return by_path
     name = canonical_name(name_or_path)
     path_str = embedded_path(name)
     if path_str is None:

@@ -1,0 +1,206 @@
+"""The store over HTTP, in Ollama's wire format: /api/tags, /api/show, /api/pull, /api/delete.
+
+Plus our own /api/admin/import and /api/admin/scan, which the CLI's `import` and `scan` use.
+Disk work (manifests, hashing, downloads) runs on worker threads; a pull streams Ollama's
+progress objects as NDJSON while it runs, and a client that leaves stops the download (what
+arrived stays in partial/ and the next pull resumes from it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from datetime import datetime, timezone
+from typing import Any
+
+from aiohttp import web
+
+from localserve.engine.errors import BadRequest
+from localserve.server import validation as v
+from localserve.server.admin_api import parameter_size
+from localserve.server.errors import classify
+from localserve.server.openai_api import read_json
+from localserve.server.state import MANAGER
+from localserve.store.importer import import_model, scan
+from localserve.store.library import Library
+from localserve.store.manifest import Manifest
+from localserve.store.names import parse_name
+
+
+class PullCancelled(Exception):
+    """The client went away: stop downloading (the partial file is kept for a resume)."""
+
+
+def _library(request: web.Request) -> Library:
+    return request.app[MANAGER].library
+
+
+async def _off_loop(func: Any, *args: Any) -> Any:
+    return await asyncio.get_running_loop().run_in_executor(None, func, *args)
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat()
+
+
+def _details(manifest: Manifest) -> dict[str, Any]:
+    facts = manifest.extra.get("facts", {})
+    family = facts.get("architecture", "unknown")
+    return {
+        "parent_model": "",
+        "format": manifest.format,
+        "family": family,
+        "families": [family],
+        "parameter_size": parameter_size(int(facts.get("parameters", 0))),
+        "quantization_level": facts.get("quantization", "unknown"),
+    }
+
+
+def _model_name(body: v.JSON) -> str:
+    name = v.string(body, "model", required=False) or v.string(body, "name", required=False)
+    if not name:
+        raise BadRequest("'model' is required", "model")
+    return name
+
+
+async def tags(request: web.Request) -> web.Response:
+    manifests = await _off_loop(_library(request).models)
+    models = [
+        {
+            "name": str(m.name),
+            "model": str(m.name),
+            "modified_at": _iso(m.created_at),
+            "size": m.size,
+            "digest": m.digest.removeprefix("sha256:"),
+            "details": _details(m),
+        }
+        for m in manifests
+    ]
+    return web.json_response({"models": models})
+
+
+def _model_info(facts: dict[str, Any]) -> dict[str, Any]:
+    arch = facts["architecture"]
+    return {
+        "general.architecture": arch,
+        "general.parameter_count": facts["parameters"],
+        "general.file_type": facts["quantization"],
+        f"{arch}.context_length": facts["context_length"],
+    }
+
+
+async def show(request: web.Request) -> web.Response:
+    body = await read_json(request)
+    name = _model_name(body)
+    manifest, facts = await _off_loop(_library(request).show, name)
+    template = facts.pop("chat_template", None) or ""
+    capabilities = ["completion"]
+    return web.json_response(
+        {
+            "license": facts.get("license") or "",
+            "modelfile": f"# localserve: {manifest.name}\nFROM {manifest.source}\n",
+            "parameters": "",
+            "template": template,
+            "details": _details(manifest),
+            "model_info": _model_info(facts),
+            "capabilities": capabilities,
+            "modified_at": _iso(manifest.created_at),
+            "localserve": {
+                "name": manifest.name.short,
+                "source": manifest.source,
+                "revision": manifest.revision,
+                "embedded": manifest.embedded,
+                "size": manifest.size,
+                "files": [f.path for f in manifest.files],
+                **facts,
+            },
+        }
+    )
+
+
+async def pull(request: web.Request) -> web.StreamResponse:
+    body = await read_json(request)
+    name = _model_name(body)
+    stream = v.boolean(body, "stream", True)
+    library = _library(request)
+    # Refuse a bad or unknown name with its own status, before any stream starts.
+    await _off_loop(_check_pullable, library, name)
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+    cancelled = threading.Event()
+
+    def report(event: dict[str, Any]) -> None:
+        if cancelled.is_set():
+            raise PullCancelled()
+        loop.call_soon_threadsafe(queue.put_nowait, event)
+
+    task = loop.run_in_executor(None, library.pull, name, report)
+    task.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, None))
+    try:
+        if not stream:
+            await asyncio.shield(task)
+            return web.json_response({"status": "success"})
+        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+        await response.prepare(request)
+        while (event := await queue.get()) is not None:
+            await response.write(json.dumps(event).encode() + b"\n")
+        exc = task.exception()
+        if exc is not None:
+            await response.write(json.dumps({"error": classify(exc).message}).encode() + b"\n")
+        await response.write_eof()
+        return response
+    finally:
+        if not task.done():
+            cancelled.set()
+
+
+def _check_pullable(library: Library, name: str) -> None:
+    from localserve.store.hub import looks_like_ref, parse_ref
+
+    if looks_like_ref(name):
+        parse_ref(name)
+        return
+    parsed = parse_name(name)
+    if library.find(parsed) is None and library.catalog.get(parsed) is None:
+        raise library.not_found(name)
+
+
+async def delete(request: web.Request) -> web.Response:
+    body = await read_json(request)
+    name = _model_name(body)
+    manager = request.app[MANAGER]
+    await manager.unload(name)  # a loaded model stops answering before its files go
+    await _off_loop(_library(request).delete, name)
+    return web.json_response({})
+
+
+async def import_(request: web.Request) -> web.Response:
+    body = await read_json(request)
+    path = v.string(body, "path", required=True)
+    name = v.string(body, "model", required=False)
+    copy = v.boolean(body, "copy", False)
+    store = _library(request).store
+    manifest = await _off_loop(import_model, store, path, name, copy)
+    return web.json_response({"model": manifest.name.short, "format": manifest.format,
+                              "size": manifest.size, "linked": not copy})
+
+
+async def scan_(request: web.Request) -> web.Response:
+    body = await read_json(request)
+    folder = v.string(body, "path", required=True)
+    found = await _off_loop(scan, folder)
+    return web.json_response({"models": [
+        {"path": str(f.path), "size": f.size, "problem": f.problem,
+         **({"facts": f.facts.as_dict()} if f.facts else {})}
+        for f in found
+    ]})
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/api/tags", tags)
+    app.router.add_post("/api/show", show)
+    app.router.add_post("/api/pull", pull)
+    app.router.add_delete("/api/delete", delete)
+    app.router.add_post("/api/admin/import", import_)
+    app.router.add_post("/api/admin/scan", scan_)

@@ -1,0 +1,120 @@
+"""A user's models, as every face sees them: the store's manifests plus the embedded default.
+
+This is the store's one front door for the engine and the server: resolve a name to a file
+to load, list, show, pull and delete. A name that is in the catalog but not pulled, or in no
+list at all, fails with the nearest names suggested.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from localserve.engine.errors import BadRequest, ModelNotFound
+from localserve.store.catalog import Catalog
+from localserve.store.gguf_file import read_header
+from localserve.store.inspect import facts, gguf_facts
+from localserve.store.manifest import Manifest, ManifestFile
+from localserve.store.model_store import ModelStore
+from localserve.store.names import ModelName, parse_name
+from localserve.store.pull import Report, pull
+from localserve.store.resolve import EMBEDDED, ModelRef, embedded_path, resolve_path
+
+
+class Library:
+    def __init__(self, root: Path | str | None = None, catalog: Catalog | None = None) -> None:
+        self.store = ModelStore(root)
+        self.catalog = catalog or Catalog.load()
+
+    # -- what is here ------------------------------------------------------------------------
+
+    def _embedded(self, name: ModelName) -> Manifest | None:
+        path = embedded_path(name.short)
+        if path is None:
+            return None
+        entry = self.catalog.get(name)
+        package = EMBEDDED[name.short][0]
+        return Manifest(
+            name=name,
+            format="gguf",
+            files=[ManifestFile(Path(path).name, os.path.getsize(path), link=path)],
+            source=f"the {package} package",
+            license=entry.license if entry else None,
+            context=entry.context if entry else None,
+            created_at=os.path.getmtime(path),
+            embedded=True,
+            extra={"facts": gguf_facts(path).as_dict()},
+        )
+
+    def find(self, name: ModelName) -> Manifest | None:
+        """A pulled or imported model wins over an embedded one of the same name."""
+        return self.store.read(name) or self._embedded(name)
+
+    def models(self) -> list[Manifest]:
+        """Everything `list` shows; reads manifests, never a blob."""
+        found = {m.name: m for m in self.store.manifests_on_disk()}
+        for short in EMBEDDED:
+            name = parse_name(short)
+            if name not in found and (m := self._embedded(name)) is not None:
+                found[name] = m
+        return sorted(found.values(), key=lambda m: str(m.name))
+
+    def suggest(self, text: str) -> list[str]:
+        return self.catalog.suggest(text, also=[m.name.short for m in self.models()])
+
+    def not_found(self, text: str) -> ModelNotFound:
+        try:
+            name = parse_name(text)
+        except BadRequest:
+            name = None
+        if name is not None and self.catalog.get(name) is not None:
+            return ModelNotFound(text, f"it is in the catalog but not pulled yet: pull it first (localserve pull {name.short})")
+        close = self.suggest(text)
+        return ModelNotFound(text, f"did you mean {', '.join(close)}?" if close else "pull it first")
+
+    # -- for the engine ----------------------------------------------------------------------
+
+    def resolve(self, text: str, allow_path: bool = False) -> ModelRef:
+        """A name must be in the library; a path (operator only) is served under its file name."""
+        by_path = resolve_path(text) if allow_path else None
+        if by_path is not None:
+            return by_path
+        manifest = self.find(parse_name(text))
+        if manifest is None:
+            raise self.not_found(text)
+        path = manifest.files[0].link if manifest.embedded else str(self.store.model_path(manifest))
+        return ModelRef(manifest.name.short, str(path), manifest.format)
+
+    # -- for the store endpoints -------------------------------------------------------------
+
+    def show(self, text: str) -> tuple[Manifest, dict[str, Any]]:
+        """The manifest and what the model file says about itself (a header read, no load)."""
+        manifest = self.find(parse_name(text))
+        if manifest is None:
+            raise self.not_found(text)
+        path = Path(manifest.files[0].link) if manifest.embedded else self.store.model_path(manifest)
+        described = facts(path, manifest.format).as_dict()
+        described["license"] = described["license"] or manifest.license
+        if manifest.format == "gguf":
+            template = read_header(str(path)).metadata.get("tokenizer.chat_template")
+            described["chat_template"] = template if isinstance(template, str) else None
+        return manifest, described
+
+    def delete(self, text: str) -> int:
+        name = parse_name(text)
+        if self.store.read(name) is None:
+            if self._embedded(name) is not None:
+                package = EMBEDDED[name.short][0]
+                raise BadRequest(f"'{name.short}' ships inside the {package} package and cannot be deleted", "model")
+            raise self.not_found(text)
+        return self.store.delete(name)
+
+    def pull(self, text: str, report: Report) -> Manifest:
+        """Blocking: run on a worker thread. The embedded default needs no download."""
+        name = None if "/" in text else parse_name(text)
+        if name is not None and self.store.read(name) is None and (m := self._embedded(name)):
+            report({"status": "pulling manifest"})
+            report({"status": "success"})
+            return m
+        return pull(self.store, self.catalog, text, report)

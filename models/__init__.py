@@ -1,0 +1,1 @@
+"""The catalog data (catalog.toml); installed as the package `localserve.models`."""

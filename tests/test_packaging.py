@@ -1,0 +1,39 @@
+"""The catalog ships inside the built wheel, and the wheel holds every package of the tree."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_package_folder_is_listed_in_pyproject() -> None:
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {
+        ".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "localserve").rglob("__init__.py")
+    }
+    assert on_disk | {"localserve.models"} == listed
+
+
+def test_the_built_wheel_resolves_a_catalog_name_in_a_clean_virtualenv(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT)],
+        check=True,
+    )
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    wheel = next(wheels.glob("localserve-*.whl"))
+    # No dependencies: the catalog must come from the wheel alone, not from this checkout.
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True)
+    out = subprocess.run(
+        [str(python), "-c",
+         "from localserve.store.catalog import Catalog; from localserve.store.names import parse_name; "
+         "e = Catalog.load().get(parse_name('llama3.2:1b')); print(e.source, e.format)"],
+        capture_output=True, text=True, cwd=tmp_path, check=True,
+    )
+    assert out.stdout.split() == ["hf://bartowski/Llama-3.2-1B-Instruct-GGUF/Llama-3.2-1B-Instruct-Q4_K_M.gguf", "gguf"]
