@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 from datetime import datetime, timezone
 from typing import Any
 
@@ -13,6 +15,9 @@ from localserve.engine.resident import ResidentModel
 from localserve.server import validation as v
 from localserve.server.openai_api import read_json
 from localserve.server.state import MANAGER
+
+# Set by the daemon: POST /api/admin/shutdown sets it, and the daemon stops as on SIGTERM.
+SHUTDOWN = web.AppKey("shutdown", asyncio.Event)
 
 # Ollama reports a model kept forever as expiring in the far future.
 _FOREVER = datetime(2318, 1, 1, tzinfo=timezone.utc).isoformat()
@@ -81,8 +86,21 @@ async def stats(request: web.Request) -> web.Response:
             "pools": [{"device": pool.device, "budget": pool.budget, "used": pool.used,
                        "reserved": pool.reserved}],
             "load_counts": manager.load_counts,
+            "pid": os.getpid(),
         }
     )
+
+
+async def shutdown(request: web.Request) -> web.StreamResponse:
+    """Stop the daemon cleanly: the answer leaves first, then it stops as on SIGTERM."""
+    stop = request.app.get(SHUTDOWN)
+    if stop is None:
+        raise web.HTTPNotImplemented(reason="this server cannot be shut down over HTTP")
+    response = web.json_response({"status": "shutting down", "pid": os.getpid()})
+    await response.prepare(request)
+    await response.write_eof()
+    stop.set()
+    return response
 
 
 def _model_field(body: v.JSON) -> str:
@@ -125,3 +143,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/api/admin/load", load)
     app.router.add_post("/api/admin/unload", unload)
     app.router.add_post("/api/admin/pin", pin)
+    app.router.add_post("/api/admin/shutdown", shutdown)

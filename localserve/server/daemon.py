@@ -11,6 +11,7 @@ from aiohttp import web
 
 from localserve.engine.errors import EngineError
 from localserve.engine.manager import EngineOptions, ModelManager
+from localserve.server.admin_api import SHUTDOWN
 from localserve.server.app import build_app
 
 log = logging.getLogger(__name__)
@@ -21,6 +22,8 @@ async def serve(
 ) -> None:
     manager = ModelManager(options)
     app = build_app(manager)
+    stop = asyncio.Event()
+    app[SHUTDOWN] = stop
     # Cancelling a handler when its client disconnects is what frees the slot within a step.
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     await runner.setup()
@@ -41,7 +44,6 @@ async def serve(
         await site.start()
         log.info("localserve listening on http://%s:%d", host, port)
         print(f"localserve listening on http://{host}:{port}", flush=True)
-        stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:

@@ -1,0 +1,67 @@
+"""The `localserve` command. `serve` runs the daemon in this process; every other command is a
+client of its HTTP API through `localserve.client`, and never imports the engine."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from localserve import __version__
+from localserve.cli import chat as _chat  # noqa: F401  (readline set up before any input())
+from localserve.cli import loaded, models, run, serve, status
+from localserve.cli.common import Failure
+from localserve.cli.output import (
+    EXIT_CODES_HELP,
+    FAILED,
+    INTERRUPTED,
+    NOT_FOUND,
+    UNREACHABLE,
+    USAGE,
+    error,
+)
+from localserve.client import ApiError, DaemonUnreachable
+from localserve.config import ConfigError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="localserve",
+        description="A local LLM server with hot-swapped models. `localserve run smollm2` "
+        "starts everything and opens a chat.",
+        epilog=EXIT_CODES_HELP,
+    )
+    parser.add_argument("--version", action="version", version=f"localserve {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve.add_parser(sub)
+    run.add_parser(sub)
+    models.add_parsers(sub)
+    loaded.add_parsers(sub)
+    status.add_parsers(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except ConfigError as exc:
+        error(str(exc))
+        return USAGE
+    except DaemonUnreachable as exc:
+        error(f"{exc}; start it with `localserve serve`, or `localserve run NAME`")
+        return UNREACHABLE
+    except ApiError as exc:
+        if exc.route_missing:
+            error(f"the daemon has no {exc.endpoint} endpoint; it is older than this CLI")
+            return FAILED
+        error(exc.message)
+        return NOT_FOUND if exc.status == 404 else FAILED
+    except Failure as exc:
+        error(str(exc))
+        return exc.code
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return INTERRUPTED
+    except BrokenPipeError:
+        # `localserve list | head -1`: the reader left; that is not an error.
+        return 0

@@ -1,0 +1,218 @@
+"""The interactive chat of `localserve run`: streamed answers, history, and slash commands.
+
+Plain `input()` (with readline where there is one) and plain writes: the chat must behave the
+same in any terminal, under tmux and under a test's pseudo-terminal.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from localserve.cli import output
+from localserve.cli.answer import stream_answer
+from localserve.cli.common import bare_name
+from localserve.cli.output import OK
+from localserve.client import ApiError, Client, ClientError
+
+try:  # line editing and history where the platform has it
+    import readline  # noqa: F401
+except ImportError:  # pragma: no cover - Windows
+    pass
+
+PROMPT = ">>> "
+CONTINUATION = "... "
+FENCE = '"""'
+
+# `/set parameter NAME VALUE`: Ollama's names, and the request field each one sets.
+PARAMETERS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "temperature": ("temperature", float),
+    "top_p": ("top_p", float),
+    "top_k": ("top_k", int),
+    "min_p": ("min_p", float),
+    "repeat_penalty": ("repeat_penalty", float),
+    "presence_penalty": ("presence_penalty", float),
+    "frequency_penalty": ("frequency_penalty", float),
+    "seed": ("seed", int),
+    "num_predict": ("max_tokens", int),
+    "max_tokens": ("max_tokens", int),
+    "stop": ("stop", str),
+}
+
+HELP = """Available commands:
+  /set parameter NAME VALUE   set a sampling parameter (/set parameter, alone, lists them)
+  /set system TEXT            set the system message
+  /set verbose | quiet        show or hide timings after each answer
+  /show info                  details of the model
+  /show parameters | system   what this session has set
+  /clear                      forget the conversation
+  /bye                        exit (or Ctrl-D)
+  /?                          this help
+
+Use \"\"\" to begin and end a multi-line message. Ctrl-C stops an answer."""
+
+
+class ChatSession:
+    def __init__(self, client: Client, model: str, keep_alive: str | None, verbose: bool) -> None:
+        self.client = client
+        self.model = model
+        self.keep_alive = keep_alive
+        self.verbose = verbose
+        self.system: str | None = None
+        self.history: list[dict[str, str]] = []
+        self.options: dict[str, Any] = {}
+
+    def loop(self) -> int:
+        print('Send a message (/? for help, """ for several lines, Ctrl-D or /bye to exit)')
+        while True:
+            try:
+                text = self.read()
+            except EOFError:
+                print()
+                return OK
+            except KeyboardInterrupt:
+                print("\nUse Ctrl + d or /bye to exit.")
+                continue
+            if not text.strip():
+                continue
+            if text.startswith("/"):
+                if not self.command(text.strip()):
+                    return OK
+                continue
+            self.ask(text)
+
+    def read(self) -> str:
+        line = input(PROMPT)
+        if not line.lstrip().startswith(FENCE):
+            return line
+        first = line.lstrip()[len(FENCE):]
+        if first.rstrip().endswith(FENCE):  # """all on one line"""
+            return first.rstrip()[: -len(FENCE)]
+        lines = [first] if first else []
+        while True:
+            line = input(CONTINUATION)
+            if line.rstrip().endswith(FENCE):
+                lines.append(line.rstrip()[: -len(FENCE)])
+                return "\n".join(lines)
+            lines.append(line)
+
+    def ask(self, text: str) -> None:
+        messages = ([{"role": "system", "content": self.system}] if self.system else [])
+        messages += [*self.history, {"role": "user", "content": text}]
+        body: dict[str, Any] = {"model": self.model, "messages": messages, **self.options}
+        if self.keep_alive is not None:
+            body["keep_alive"] = self.keep_alive
+        try:
+            answer, timings = stream_answer(self.client, body, _write)
+        except KeyboardInterrupt:
+            # The interrupted turn is forgotten: the next question starts from the last answer.
+            print()
+            return
+        except ClientError as exc:
+            print()
+            output.error(exc.message if isinstance(exc, ApiError) else str(exc))
+            return
+        self.history += [
+            {"role": "user", "content": text},
+            {"role": "assistant", "content": answer},
+        ]
+        print("\n")
+        if self.verbose:
+            print("\n".join(timings.lines()) + "\n")
+
+    # -- slash commands ------------------------------------------------------------------------
+
+    def command(self, line: str) -> bool:
+        """Run one slash command; False means the session ends."""
+        words = line.split()
+        head = words[0].lower()
+        if head in ("/bye", "/exit"):
+            return False
+        if head in ("/?", "/help"):
+            print(HELP)
+        elif head == "/clear":
+            self.history.clear()
+            print("Cleared session context.")
+        elif head == "/set" and len(words) > 1:
+            self._set(words[1].lower(), line)
+        elif head == "/show" and len(words) > 1:
+            self._show(words[1].lower())
+        else:
+            print(f"Unknown command '{line}'. Type /? for help.")
+        return True
+
+    def _set(self, what: str, line: str) -> None:
+        rest = line.split(None, 2)[2] if len(line.split(None, 2)) > 2 else ""
+        if what == "system":
+            self.system = rest.strip().strip('"') or None
+            print("Set system message." if self.system else "Cleared system message.")
+        elif what == "parameter":
+            self._set_parameter(rest.split())
+        elif what in ("verbose", "quiet"):
+            self.verbose = what == "verbose"
+            print(f"Set '{what}' mode.")
+        else:
+            print(f"Unknown setting '{what}'. Type /? for help.")
+
+    def _set_parameter(self, words: list[str]) -> None:
+        if len(words) < 2 or words[0] not in PARAMETERS:
+            print("Usage: /set parameter NAME VALUE, where NAME is one of:")
+            print("  " + ", ".join(PARAMETERS))
+            return
+        name, values = words[0], words[1:]
+        field, kind = PARAMETERS[name]
+        try:
+            value = [kind(v) for v in values] if name == "stop" else kind(values[0])
+        except ValueError:
+            print(f"'{values[0]}' is not a valid value for {name}.")
+            return
+        self.options[field] = value
+        print(f"Set parameter '{name}' to '{' '.join(values)}'")
+
+    def _show(self, what: str) -> None:
+        if what == "info":
+            self._show_info()
+        elif what == "parameters":
+            if not self.options:
+                print("No parameters set: the model's defaults apply.")
+            for field, value in self.options.items():
+                print(f"{field:<20}{value}")
+        elif what == "system":
+            print(self.system or "No system message set.")
+        else:
+            print(f"Unknown '/show {what}'. Try /show info, /show parameters, /show system.")
+
+    def _show_info(self) -> None:
+        try:
+            loaded = self.client.ps()
+        except ClientError as exc:
+            output.error(str(exc))
+            return
+        wanted = bare_name(self.model)
+        for model in loaded:
+            if bare_name(str(model.get("name", ""))) != wanted:
+                continue
+            details = model.get("details") or {}
+            ours = model.get("localserve") or {}
+            rows = [
+                ("model", wanted),
+                ("architecture", details.get("family")),
+                ("parameters", details.get("parameter_size")),
+                ("quantization", details.get("quantization_level")),
+                ("format", details.get("format")),
+                ("context per slot", ours.get("context_per_slot")),
+                ("slots", ours.get("slots")),
+                ("device", ours.get("device")),
+                ("memory", output.size(model.get("size"))),
+            ]
+            print("  Model")
+            for label, value in rows:
+                print(f"    {label:<20}{value if value is not None else '-'}")
+            return
+        print(f"'{wanted}' is not loaded right now; it loads again with the next message.")
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()

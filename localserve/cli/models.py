@@ -1,0 +1,91 @@
+"""The models on disk: `pull`, `list`, `show` and `rm` (Ollama's /api/pull, tags, show, delete)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from localserve.cli import output
+from localserve.cli.common import address_options, bare_name, connect
+from localserve.cli.output import OK
+from localserve.cli.run import pull
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    address = address_options()
+    p = sub.add_parser("pull", parents=[address], help="download a model",
+                       description="Download a model into the store, with progress.")
+    p.add_argument("model", metavar="NAME")
+    p.set_defaults(handler=pull_command)
+
+    p = sub.add_parser("list", aliases=["ls"], parents=[address], help="list downloaded models",
+                       description="List the models on disk: name, size, last modified.")
+    p.set_defaults(handler=list_command)
+
+    p = sub.add_parser("show", parents=[address], help="show a model's details",
+                       description="Show a model's architecture, parameters and license.")
+    p.add_argument("model", metavar="NAME")
+    p.set_defaults(handler=show_command)
+
+    p = sub.add_parser("rm", parents=[address], help="delete a downloaded model",
+                       description="Delete a model from the store.")
+    p.add_argument("model", metavar="NAME", nargs="+")
+    p.set_defaults(handler=rm_command)
+
+
+def pull_command(args: argparse.Namespace) -> int:
+    _, client = connect(args)
+    pull(client, args.model)
+    return OK
+
+
+def list_command(args: argparse.Namespace) -> int:
+    _, client = connect(args)
+    rows = [
+        (bare_name(str(m.get("name", ""))), output.size(m.get("size")), output.ago(m.get("modified_at")))
+        for m in client.tags()
+    ]
+    output.table(("NAME", "SIZE", "MODIFIED"), rows)
+    return OK
+
+
+def show_command(args: argparse.Namespace) -> int:
+    _, client = connect(args)
+    info = client.show(args.model)
+    details: dict[str, Any] = info.get("details") or {}
+    model_info: dict[str, Any] = info.get("model_info") or {}
+    arch = str(model_info.get("general.architecture") or details.get("family") or "")
+    rows = [
+        ("architecture", arch),
+        ("parameters", details.get("parameter_size")),
+        ("context length", model_info.get(f"{arch}.context_length")),
+        ("embedding length", model_info.get(f"{arch}.embedding_length")),
+        ("quantization", details.get("quantization_level")),
+        ("format", details.get("format")),
+    ]
+    _section("Model", [(k, str(v)) for k, v in rows if v not in (None, "")])
+    capabilities = info.get("capabilities") or []
+    if capabilities:
+        _section("Capabilities", [(str(c), "") for c in capabilities])
+    parameters = str(info.get("parameters") or "").strip()
+    if parameters:
+        _section("Parameters", [(line, "") for line in parameters.splitlines()])
+    license_text = str(info.get("license") or "").strip()
+    if license_text:
+        _section("License", [(line, "") for line in license_text.splitlines()[:2]])
+    return OK
+
+
+def _section(title: str, rows: list[tuple[str, str]]) -> None:
+    output.stdout.print(f"  {title}", style="bold", markup=False)
+    for label, value in rows:
+        output.stdout.print(f"    {label:<20}{value}".rstrip(), markup=False)
+    output.stdout.print()
+
+
+def rm_command(args: argparse.Namespace) -> int:
+    _, client = connect(args)
+    for name in args.model:
+        client.delete(name)
+        print(f"deleted '{name}'")
+    return OK

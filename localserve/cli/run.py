@@ -1,0 +1,98 @@
+"""`localserve run NAME [PROMPT]`: daemon up, model pulled and loaded, then one answer or a chat."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from localserve.cli import output
+from localserve.cli.answer import stream_answer
+from localserve.cli.background import DaemonDidNotStart, ensure_daemon
+from localserve.cli.chat import ChatSession
+from localserve.cli.common import Failure, address_options, connect
+from localserve.cli.output import FAILED, OK, UNREACHABLE, spinner
+from localserve.cli.progress import show_pull
+from localserve.client import ApiError, Client
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    run = sub.add_parser(
+        "run",
+        parents=[address_options()],
+        help="chat with a model, or ask it once",
+        description="Answer PROMPT once, or chat. Starts the daemon if none is running, pulls "
+        "the model if it is missing, and loads it. A prompt piped on stdin is answered once.",
+    )
+    run.add_argument("model", metavar="NAME", help="a model name (e.g. smollm2) or GGUF path")
+    run.add_argument("prompt", nargs="*", metavar="PROMPT", help="answer this once and exit")
+    run.add_argument(
+        "--verbose", action="store_true", help="print timings: TTFT, prompt and generation rates"
+    )
+    run.add_argument(
+        "--keepalive",
+        "--keep-alive",
+        dest="keepalive",
+        metavar="DURATION",
+        help="how long the model stays loaded after this session (e.g. 10m, 0, -1)",
+    )
+    run.set_defaults(handler=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    settings, client = connect(args)
+    try:
+        ensure_daemon(client, settings)
+    except DaemonDidNotStart as exc:
+        raise Failure(str(exc), UNREACHABLE) from exc
+    ensure_model(client, args.model, args.keepalive)
+
+    prompt = " ".join(args.prompt)
+    if not sys.stdin.isatty():
+        piped = sys.stdin.read()
+        # As Ollama does: `cat notes.txt | localserve run m "summarize"` asks about the text.
+        prompt = f"{prompt}\n\n{piped}" if prompt and piped.strip() else (prompt or piped)
+        if not prompt.strip():
+            return OK
+    if prompt:
+        return one_shot(client, args, prompt)
+    return ChatSession(client, args.model, args.keepalive, args.verbose).loop()
+
+
+def ensure_model(client: Client, name: str, keep_alive: str | None) -> None:
+    """Pull the model if the daemon does not have it, then load it."""
+    try:
+        client.show(name)
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        if not exc.route_missing:  # a daemon without the store API: the load will tell
+            pull(client, name)
+    with spinner(f"Loading {name}"):
+        client.load(name, keep_alive)
+
+
+def pull(client: Client, name: str) -> None:
+    try:
+        show_pull(client.pull(name))
+    except ApiError as exc:
+        if exc.status == 404:
+            raise
+        raise Failure(f"download of '{name}' failed: {exc.message}", FAILED) from exc
+
+
+def one_shot(client: Client, args: argparse.Namespace, prompt: str) -> int:
+    body = {"model": args.model, "messages": [{"role": "user", "content": prompt}]}
+    if args.keepalive is not None:
+        body["keep_alive"] = args.keepalive
+    _, timings = stream_answer(client, body, _write)
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+    if args.verbose:
+        for line in timings.lines():
+            output.stderr.print(line, highlight=False)
+    return OK
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()

@@ -1,0 +1,71 @@
+"""The daemon itself: `status` and `shutdown`."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from localserve.cli import output
+from localserve.cli.common import Failure, address_options, connect
+from localserve.cli.output import FAILED, OK, UNREACHABLE
+from localserve.client import DaemonUnreachable
+
+SHUTDOWN_WAIT_S = 30.0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    address = address_options()
+    p = sub.add_parser(
+        "status", parents=[address], help="is the daemon up: version, address, memory pools",
+        description=f"Whether the daemon answers, and its memory pools. Exit code "
+        f"{UNREACHABLE} when it does not.",
+    )  # fmt: skip
+    p.set_defaults(handler=status_command)
+    p = sub.add_parser("shutdown", parents=[address], help="stop the daemon",
+                       description="Stop the daemon: loaded models are freed, then it exits.")
+    p.set_defaults(handler=shutdown_command)
+
+
+def status_command(args: argparse.Namespace) -> int:
+    settings, client = connect(args)
+    try:
+        health = client.health()
+    except DaemonUnreachable:
+        print(f"localserve is not running at {settings.url}")
+        return UNREACHABLE
+    stats = client.stats()
+    pid = f" (pid {stats['pid']})" if "pid" in stats else ""
+    print(f"localserve {health.get('version', '?')} is running at {settings.url}{pid}")
+    loaded = ", ".join(health.get("models") or []) or "none"
+    print(f"models loaded: {loaded}")
+    rows = []
+    for pool in stats.get("pools", []):
+        budget, used = int(pool.get("budget") or 0), int(pool.get("used") or 0)
+        holders = pool.get("reserved") or {}
+        models = ", ".join(f"{name} {output.size(n)}" for name, n in holders.items()) or "-"
+        rows.append(
+            (str(pool.get("device")), output.size(budget), output.size(used),
+             output.size(budget - used), models)
+        )  # fmt: skip
+    print()
+    output.table(("POOL", "BUDGET", "RESERVED", "FREE", "HELD BY"), rows)
+    return OK
+
+
+def shutdown_command(args: argparse.Namespace) -> int:
+    settings, client = connect(args)
+    try:
+        client.shutdown()
+    except DaemonUnreachable:
+        print(f"localserve is not running at {settings.url}")
+        return OK
+    # Return once it is gone, so that a script may start another on the same port at once.
+    deadline = time.monotonic() + SHUTDOWN_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            client.health(timeout=1.0)
+        except DaemonUnreachable:
+            print(f"localserve at {settings.url} stopped")
+            return OK
+        time.sleep(0.2)
+    raise Failure(f"the daemon at {settings.url} is still answering after {SHUTDOWN_WAIT_S:.0f} s", FAILED)

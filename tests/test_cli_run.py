@@ -1,0 +1,46 @@
+"""`localserve run NAME PROMPT` and `echo PROMPT | localserve run NAME`: one answer, plain text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cli_support import cli_env, localserve
+
+ANSI_ESCAPE = "\x1b["
+
+
+@pytest.fixture
+def env(tmp_path: Path, daemon_url: str) -> dict[str, str]:
+    return cli_env(tmp_path, daemon_url)
+
+
+def test_a_prompt_on_the_command_line_is_answered_once_in_plain_text(env):
+    done = localserve("run", "smollm2", "Say hi.", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip(), "an answer"
+    assert done.stdout.endswith("\n")
+    assert ANSI_ESCAPE not in done.stdout
+
+
+def test_a_prompt_piped_on_stdin_is_answered_once(env):
+    done = localserve("run", "smollm2", env=env, stdin="Say hello.\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()
+    assert ">>>" not in done.stdout, "no chat prompt when the input is a pipe"
+
+
+def test_verbose_prints_time_to_first_token_and_rates_on_stderr(env):
+    done = localserve("run", "smollm2", "Say hello.", "--verbose", env=env)
+    assert done.returncode == 0, done.stderr
+    for label in ("time to first token:", "prompt rate:", "generation rate:"):
+        assert label in done.stderr
+    assert "time to first token" not in done.stdout, "the answer stays clean for a pipe"
+
+
+def test_the_port_flag_wins_over_the_environment(env, daemon_url):
+    port = daemon_url.rsplit(":", 1)[1]
+    wrong = {**env, "LOCALSERVE_PORT": "1"}
+    done = localserve("run", "smollm2", "Say hi.", "--port", port, env=wrong)
+    assert done.returncode == 0, done.stderr
