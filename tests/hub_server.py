@@ -67,7 +67,7 @@ class Hub:
     def ranges_for(self, name: str) -> list[str | None]:
         return [rng for path, rng in self.requests if path.endswith("/" + name)]
 
-    def start(self) -> Hub:
+    def start(self, port: int = 0) -> Hub:
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -150,7 +150,7 @@ class Hub:
                     if f.bytes_per_s:
                         time.sleep(len(block) / f.bytes_per_s)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
@@ -174,13 +174,13 @@ def package_gguf(module: str) -> Path:
     return Path(path)
 
 
-if __name__ == "__main__":  # serve a folder of files: python tests/hub_server.py ORG/REPO DIR
+if __name__ == "__main__":  # serve files: python tests/hub_server.py PORT ORG/REPO FILE...
     import sys
 
     hub = Hub()
-    for file in sorted(Path(sys.argv[2]).iterdir()):
-        hub.add(sys.argv[1], file.name, file)
-    hub.start()
+    for file in sys.argv[3:]:
+        hub.add(sys.argv[2], Path(file).name, Path(file))
+    hub.start(int(sys.argv[1]))
     print(hub.url, flush=True)
     try:
         while True:

@@ -1,9 +1,10 @@
 """One blob from the hub to the store: resumable, verified, moved into place atomically.
 
-Bytes land in `partial/` and are hashed as they arrive. A download cut short (a crash, a
-`kill -9`, a dropped connection) resumes with an HTTP Range request from what the partial file
-holds, re-hashing those bytes first. Only bytes whose sha256 matches reach `blobs/`, by one
-rename; a mismatch deletes the partial file, so a bad mirror cannot poison a later pull.
+Bytes land in `partial/` and are hashed as they arrive (on a second thread: `HashingSink`). A
+download cut short (a crash, a `kill -9`, a dropped connection) resumes with an HTTP Range
+request from what the partial file holds, re-hashing those bytes first. Only bytes whose sha256
+matches reach `blobs/`, by one rename after an fsync; a mismatch deletes the partial file, so a
+bad mirror cannot poison a later pull.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from localserve.store.hashing_sink import HashingSink
 from localserve.store.hub import PullError, auth_headers, explain_http_error, timeout_s
 from localserve.store.model_store import ModelStore
 
@@ -25,20 +28,12 @@ try:
 except ImportError:  # Windows: one daemon per store is the guard there
     fcntl = None  # type: ignore[assignment]
 
-CHUNK = 1 << 20
 # Left free on the disk after a download: a full disk breaks far more than the pull.
 DISK_MARGIN = 256 << 20
+# Hand dirty pages to the disk as we go, so the fsync before the rename has little left to do.
+WRITEBACK_EVERY = 64 << 20
 
 Progress = Callable[[int, int | None], None]
-
-
-def _hash_existing(path: Path, hasher: "hashlib._Hash") -> int:
-    done = 0
-    with open(path, "rb") as f:
-        while block := f.read(8 * CHUNK):
-            hasher.update(block)
-            done += len(block)
-    return done
 
 
 def _check_disk(folder: Path, need: int) -> None:
@@ -49,7 +44,8 @@ def _check_disk(folder: Path, need: int) -> None:
             f"{free / 1e9:.2f} GB are free", 507)
 
 
-def _open(url: str, start: int) -> "urllib.response.addinfourl":
+def _open(url: str, start: int) -> Any:
+    """The response from `start` on; a 416 (nothing past `start`) is returned as None."""
     headers = {"User-Agent": "localserve", **auth_headers()}
     if start:
         headers["Range"] = f"bytes={start}-"
@@ -57,7 +53,7 @@ def _open(url: str, start: int) -> "urllib.response.addinfourl":
         return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout_s())
     except urllib.error.HTTPError as exc:
         if exc.code == 416:
-            raise
+            return None
         raise explain_http_error(exc.code, url) from None
     except (TimeoutError, OSError) as exc:
         raise PullError(f"cannot reach the hub for {url}: {exc}", 504) from None
@@ -75,67 +71,75 @@ def fetch_blob(
         progress(size or 0, size)
         return f"sha256:{sha256}"
     store.ensure()
-    if sha256 is None:
-        partial = store.partial_path("sha256:" + hashlib.sha256(url.encode()).hexdigest(), True)
-    else:
-        partial = store.partial_path(f"sha256:{sha256}")
-    with open(partial, "ab") as out:
+    key = sha256 if sha256 is not None else hashlib.sha256(url.encode()).hexdigest()
+    partial = store.partial_path(f"sha256:{key}", unverified=sha256 is None)
+    fd = os.open(partial, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
         if fcntl is not None:
             # A second process pulling the same blob waits here, then finds it done.
-            fcntl.flock(out.fileno(), fcntl.LOCK_EX)
+            fcntl.flock(fd, fcntl.LOCK_EX)
         if sha256 is not None and store.has_blob(f"sha256:{sha256}", size):
             partial.unlink(missing_ok=True)
             return f"sha256:{sha256}"
-        hasher = hashlib.sha256()
-        have = _hash_existing(partial, hasher)
-        if size is not None:
-            _check_disk(store.partial, size - have)
-        _download(url, out, hasher, have, size, progress, partial)
-        out.flush()
-        os.fsync(out.fileno())
-        got = hasher.hexdigest()
-        if sha256 is not None and got != sha256:
-            partial.unlink(missing_ok=True)
-            raise PullError(
-                f"the downloaded file does not match its sha256 (expected {sha256}, got {got}); "
-                f"it was discarded and nothing was registered. Source: {url}", 502)
-        os.replace(partial, store.blob_path(f"sha256:{got}"))
+        got = _resume_or_start(fd, url, size, progress, partial)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if sha256 is not None and got != sha256:
+        partial.unlink(missing_ok=True)
+        raise PullError(
+            f"the downloaded file does not match its sha256 (expected {sha256}, got {got}); "
+            f"it was discarded and nothing was registered. Source: {url}", 502)
+    os.replace(partial, store.blob_path(f"sha256:{got}"))
     return f"sha256:{got}"
 
 
-def _download(
-    url: str, out, hasher, have: int, size: int | None, progress: Progress, partial: Path
-) -> None:
-    if size is not None and have >= size:
-        if have > size:  # longer than the file can be: start over
-            out.truncate(0)
-            hasher.__init__()  # type: ignore[misc]
-            have = 0
-        else:
-            return
-    try:
-        response = _open(url, have)
-    except urllib.error.HTTPError:  # 416: the range is past the end; start over
-        out.truncate(0)
-        hasher.__init__()  # type: ignore[misc]
+def _hash_prefix(fd: int, have: int) -> "hashlib._Hash":
+    hasher = hashlib.sha256()
+    os.lseek(fd, 0, os.SEEK_SET)
+    left = have
+    while left:
+        block = os.read(fd, min(left, 8 << 20))
+        if not block:
+            break
+        hasher.update(block)
+        left -= len(block)
+    return hasher
+
+
+def _resume_or_start(fd: int, url: str, size: int | None, progress: Progress, partial: Path) -> str:
+    """Download what the partial file lacks; returns the sha256 of the whole file."""
+    have = os.fstat(fd).st_size
+    if size is not None and have > size:  # longer than the file can be: start over
         have = 0
-        response = _open(url, 0)
+    response = _open(url, have) if size is None or have < size else None
+    if have and response is not None and response.status != 206:
+        have = 0  # the server ignored the Range: what it sends is the whole file
+    if response is None and (size is None or have != size):
+        have, response = 0, _open(url, 0)  # a 416 with too few bytes: start over
+    os.ftruncate(fd, have)
+    hasher = _hash_prefix(fd, have)
+    os.lseek(fd, have, os.SEEK_SET)
+    if response is None:  # the partial file already holds everything
+        progress(have, size)
+        return hasher.hexdigest()
     with response:
-        if have and response.status != 206:  # the server ignored the Range: start over
-            out.seek(0)
-            out.truncate(0)
-            hasher.__init__()  # type: ignore[misc]
-            have = 0
         total = size
         length = response.headers.get("Content-Length")
-        if total is None and length is not None:
+        if length is not None:
             total = have + int(length)
-            _check_disk(partial.parent, int(length))
-        buf = bytearray(CHUNK)
-        view = memoryview(buf)
-        done, last = have, 0.0
-        progress(done, total)
+        _check_disk(partial.parent, (total or have) - have)
+        _stream(response, fd, HashingSink(fd, hasher), have, total, progress, url)
+    return hasher.hexdigest()
+
+
+def _stream(response: Any, fd: int, sink: HashingSink, done: int, total: int | None,
+            progress: Progress, url: str) -> None:
+    last, flushed = 0.0, done
+    progress(done, total)
+    try:
         while True:
+            buf = sink.buffer()
             try:
                 n = response.readinto(buf)
             except TimeoutError:
@@ -145,16 +149,20 @@ def _download(
             except OSError as exc:
                 raise PullError(f"the download of {url} broke off: {exc}; pull again to resume", 502) from None
             if not n:
+                sink.discard(buf)
                 break
-            chunk = view[:n]
-            out.write(chunk)
-            hasher.update(chunk)
+            sink.commit(buf, n)
             done += n
+            if done - flushed >= WRITEBACK_EVERY and hasattr(os, "posix_fadvise"):
+                # Starts writeback of what is written so far without waiting for it.
+                os.posix_fadvise(fd, flushed, done - flushed, os.POSIX_FADV_DONTNEED)
+                flushed = done
             now = time.monotonic()
             if now - last > 0.1:
                 progress(done, total)
                 last = now
-        progress(done, total)
-        if total is not None and done != total:
-            raise PullError(
-                f"the download of {url} ended at {done} of {total} bytes; pull again to resume", 502)
+    finally:
+        sink.close()
+    progress(done, total)
+    if total is not None and done != total:
+        raise PullError(f"the download of {url} ended at {done} of {total} bytes; pull again to resume", 502)
