@@ -28,6 +28,17 @@ STARTUP_TIMEOUT_S = 60.0
 # Generous per-request timeout: the machine has 2 cores and may be shared with other work.
 CLIENT_TIMEOUT_S = 120.0
 
+# Hermetic by default: every daemon the suite starts keeps its models, config and logs in a
+# temporary folder, never the developer's, and any pull that a test does not point at its own
+# loopback hub fails at once instead of reaching the internet.
+_SANDBOX = tempfile.mkdtemp(prefix="localserve-tests-")
+os.environ["LOCALSERVE_MODELS"] = os.path.join(_SANDBOX, "models")
+os.environ["XDG_CONFIG_HOME"] = os.path.join(_SANDBOX, "config")
+os.environ["XDG_DATA_HOME"] = os.path.join(_SANDBOX, "data")
+os.environ["XDG_STATE_HOME"] = os.path.join(_SANDBOX, "state")
+os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
+os.environ.pop("LOCALSERVE_CATALOG", None)
+
 DEFAULT_ARGS: tuple[str, ...] = (
     "--model", MODEL, "--parallel", str(PARALLEL), "--ctx", str(CTX),
 )  # fmt: skip
