@@ -27,6 +27,8 @@ class LoadedRuntime:
 
 def estimate_load(ref: ModelRef, opts: EngineOptions) -> MemoryEstimate:
     """What the model will take once loaded; refuses a file the runtime must never see."""
+    if ref.format == "onnx":
+        return _estimate_onnx(ref, opts)
     if ref.format != "gguf":
         raise LoadFailed(f"cannot load '{ref.name}': unsupported model format '{ref.format}'")
     try:
@@ -40,6 +42,8 @@ def estimate_load(ref: ModelRef, opts: EngineOptions) -> MemoryEstimate:
 
 def load(ref: ModelRef, opts: EngineOptions) -> LoadedRuntime:
     """Build the backend and its batcher (blocking: call on a worker thread)."""
+    if ref.format == "onnx":
+        return _load_onnx(ref, opts)
     # Imported here so that a format's runtime is only imported when such a model loads.
     from localserve.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
     from localserve.engine.scheduler import Scheduler
@@ -53,3 +57,33 @@ def load(ref: ModelRef, opts: EngineOptions) -> LoadedRuntime:
     backend = LlamaCppBackend(ref.name, ref.path, backend_opts)
     scheduler = Scheduler(backend, max_waiting=opts.max_waiting, step_tokens=opts.step_tokens)
     return LoadedRuntime(backend, scheduler, sum(backend.buffers.values()))
+
+
+def _estimate_onnx(ref: ModelRef, opts: EngineOptions) -> MemoryEstimate:
+    from localserve.backends.onnx_folder import read_folder
+    from localserve.backends.onnx_genai import provider_for_estimate
+    from localserve.engine.onnx_estimate import estimate_onnx
+
+    folder = read_folder(ref.path)
+    max_length = min(opts.n_ctx_slot, folder.context_length)
+    return estimate_onnx(
+        folder, provider_for_estimate(folder), opts.n_slots, max_length, opts.step_tokens
+    )
+
+
+def _load_onnx(ref: ModelRef, opts: EngineOptions) -> LoadedRuntime:
+    from localserve.backends.onnx_genai import OnnxGenaiBackend, OnnxOptions
+    from localserve.engine.onnx_batcher import BatchPolicy, OnnxBatcher
+
+    backend = OnnxGenaiBackend(
+        ref.name,
+        ref.path,
+        OnnxOptions(max_batch_size=opts.n_slots, max_length=opts.n_ctx_slot, n_threads=opts.n_threads),
+    )
+    policy = BatchPolicy(
+        max_batch_size=opts.n_slots,
+        max_queue_delay_ms=opts.batch_delay_ms,
+        max_waiting=opts.max_waiting,
+    )
+    # onnxruntime-genai reports no allocation sizes: the RSS delta is the cross-check.
+    return LoadedRuntime(backend, OnnxBatcher(backend, policy), 0)

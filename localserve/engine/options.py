@@ -21,5 +21,7 @@ class EngineOptions:
     keep_alive_s: float | None = DEFAULT_KEEP_ALIVE
     max_pass_over_s: float = 10.0
     load_timeout_s: float = 120.0
+    # ONNX models batch statically: how long an idle model waits for a batch to fill.
+    batch_delay_ms: float = 10.0
     # The model store's folder; None: LOCALSERVE_MODELS, else the user data folder.
     models_dir: str | None = None

@@ -7,7 +7,6 @@ prefill), so a long prompt never stalls the streams already running.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
@@ -16,11 +15,10 @@ from typing import Callable
 
 from localserve.backends.base import Backend, StepChunk, StepPlan
 from localserve.engine.errors import ContextOverflow, QueueFull
+from localserve.engine.outputs import Outbox, accept_token, deliver, end_sequence
 from localserve.engine.sequence import Delta, Sequence, Status
 
 log = logging.getLogger(__name__)
-
-Outbox = list[tuple[Sequence, Delta]]
 
 # What one more micro-batch per step is worth in prefill tokens skipped (see _pick_slot).
 RUN_COST_TOKENS = 256
@@ -83,7 +81,7 @@ class Scheduler:
         self._admit(outbox)
         plan, seqs = self._plan()
         if not plan.chunks:
-            _deliver(outbox)
+            deliver(outbox)
             return
         try:
             sampled = self.backend.step(plan)
@@ -92,11 +90,11 @@ class Scheduler:
             for seq in seqs:
                 # The failed batch may have written some of its cells: trust none of them.
                 self._finish(seq, "error", outbox, error=str(exc), kv_valid=False)
-            _deliver(outbox)
+            deliver(outbox)
             return
         self.steps += 1
         self._postprocess(plan, seqs, sampled, outbox)
-        _deliver(outbox)
+        deliver(outbox)
 
     def _reap_cancelled(self) -> None:
         for seq in [s for s in self.running if s.cancelled]:
@@ -198,22 +196,9 @@ class Scheduler:
 
     def _accept(self, seq: Sequence, token: int, now: float, outbox: Outbox) -> None:
         """Take one sampled token: detokenize, check stops, and decide whether the sequence ends."""
-        backend = self.backend
-        if seq.first_token_at is None:
-            seq.first_token_at = now
-        seq.generated.append(token)
-        if not seq.params.ignore_eos and backend.is_end_of_generation(token):
-            self._finish(seq, "stop", outbox, text=_drain(seq)[0])
-            return
-        text, hit = seq.stops.feed(seq.detokenizer.feed(backend.token_piece(token)))
-        if hit:
-            self._finish(seq, "stop", outbox, text=text)
-        elif (
-            len(seq.generated) >= seq.max_new_tokens
-            or seq.position + 1 >= backend.info.n_ctx_slot
-        ):
-            tail, hit = _drain(seq)
-            self._finish(seq, "stop" if hit else "length", outbox, text=text + tail)
+        text, reason = accept_token(seq, token, self.backend, now)
+        if reason is not None:
+            self._finish(seq, reason, outbox, text=text)
         elif text:
             outbox.append((seq, Delta(text)))
 
@@ -227,9 +212,7 @@ class Scheduler:
         kv_valid: bool = True,
     ) -> None:
         self._release(seq, kv_valid)
-        seq.finish_reason = reason
-        seq.finished_at = time.monotonic()
-        outbox.append((seq, Delta(text, finish_reason=reason, error=error)))
+        end_sequence(seq, reason, outbox, text, error)
 
     def _release(self, seq: Sequence, kv_valid: bool = True) -> None:
         slot = seq.slot
@@ -259,28 +242,3 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     while i < n and a[i] == b[i]:
         i += 1
     return i
-
-
-def _drain(seq: Sequence) -> tuple[str, bool]:
-    """Everything still held by the detokenizer and the stop matcher, once a sequence ends."""
-    text, hit = seq.stops.feed(seq.detokenizer.flush())
-    return (text, True) if hit else (text + seq.stops.flush(), False)
-
-
-def _deliver(outbox: Outbox) -> None:
-    """Hand a step's deltas to their event loops in one callback per loop, not one per token."""
-    if not outbox:
-        return
-    by_loop: dict[asyncio.AbstractEventLoop, Outbox] = {}
-    for seq, delta in outbox:
-        by_loop.setdefault(seq.loop, []).append((seq, delta))
-    for loop, items in by_loop.items():
-        try:
-            loop.call_soon_threadsafe(_put_all, items)
-        except RuntimeError:  # the loop closed while the daemon shuts down
-            pass
-
-
-def _put_all(items: Outbox) -> None:
-    for seq, delta in items:
-        seq.outputs.put_nowait(delta)

@@ -1,0 +1,185 @@
+"""ONNX benchmark: the dynamic batcher against one-at-a-time serving and a static batch's ceiling.
+
+One run, on the test suite's ONNX SmolLM2 (built and cached by tests/onnx_model.py if missing),
+greedy, `--max-tokens` new tokens per request (128 by default):
+
+- single-stream: one streamed request to the daemon;
+- dynamic 4 and 8: that many concurrent streamed requests to the daemon;
+- one at a time: the same 8 prompts sent one after another;
+- static ceiling: the same 8 prompts as one og.Generator batch in this process, the daemon
+  stopped (the fastest the runtime can go: no HTTP, no queue, no post-processing).
+
+The prompts all have the same number of tokens: in onnxruntime-genai 0.18 a Generator batch of
+prompts of different lengths decodes garbage (append_tokens builds no padding mask), so only
+equal lengths give the ceiling a fair answer. Targets (issue #7): dynamic 8 >= 1.6x one at a
+time, and >= 0.8x the static ceiling.
+
+    python benchmarks/bench_onnx.py                               # full run, writes the doc
+    python benchmarks/bench_onnx.py --max-tokens 8 --no-write     # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import platform
+import shlex
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from _common import (REPO, Sample, cli, client_session, div, free_port, machine, running,
+                     stream_chat, write_doc)
+
+sys.path.insert(0, str(REPO / "tests"))
+from onnx_model import MODEL_NAME, ensure_model  # noqa: E402
+
+START, END = "<!-- bench_onnx:start -->", "<!-- bench_onnx:end -->"
+SUBJECTS = [
+    "lighthouse", "dragon", "robot", "garden", "river", "castle", "pirate", "wizard", "forest",
+    "rocket", "violin", "tiger", "mountain", "island", "train", "library", "bakery", "desert",
+    "volcano", "harbor", "village", "comet", "glacier", "market", "painter", "sailor",
+]  # fmt: skip
+BATCH = 8
+
+
+def equal_length_prompts(folder: Path, n: int) -> tuple[list[str], list[list[int]]]:
+    """n prompts whose chat-templated token counts are equal, as the daemon would encode them."""
+    import onnxruntime_genai as og
+
+    from localserve.backends.onnx_folder import read_folder
+    from localserve.engine.chat_template import ChatTemplate
+
+    meta = read_folder(folder)
+    template = ChatTemplate(meta.chat_template(), meta.special_text("bos_token"),
+                            meta.special_text("eos_token"), meta.architecture)
+    tokenizer = og.Tokenizer(og.Model(str(folder)))
+    encoded = {}
+    for subject in SUBJECTS:
+        prompt = f"Write a long story about a {subject} and everything that happens to it."
+        text = template.render([{"role": "user", "content": prompt}], add_generation_prompt=True)
+        encoded[prompt] = [int(t) for t in tokenizer.encode(text)]
+    length, count = Counter(len(t) for t in encoded.values()).most_common(1)[0]
+    if count < n:
+        raise SystemExit(f"only {count} prompts share a token length; add subjects")
+    chosen = [p for p, t in encoded.items() if len(t) == length][:n]
+    return chosen, [encoded[p] for p in chosen]
+
+
+def static_ceiling(folder: Path, prompts: list[list[int]], max_tokens: int) -> tuple[float, int]:
+    """(seconds, useful tokens) for one og.Generator batch; a row's tokens stop at its EOS."""
+    import numpy as np
+    import onnxruntime_genai as og
+
+    model = og.Model(str(folder))
+    params = og.GeneratorParams(model)
+    length = len(prompts[0])
+    params.set_search_options(max_length=length + max_tokens, do_sample=False,
+                              batch_size=len(prompts))
+    eos = set(read_eos(folder))
+    t0 = time.perf_counter()
+    generator = og.Generator(model, params)
+    generator.append_tokens(np.asarray(prompts, dtype=np.int32))
+    ended = [False] * len(prompts)
+    useful = 0
+    while not generator.is_done():
+        generator.generate_next_token()
+        for row, token in enumerate(generator.get_next_tokens()):
+            if not ended[row]:
+                ended[row] = int(token) in eos
+                useful += 0 if ended[row] else 1
+    return time.perf_counter() - t0, useful
+
+
+def read_eos(folder: Path) -> tuple[int, ...]:
+    from localserve.backends.onnx_folder import read_folder
+
+    return read_folder(folder).eos_ids
+
+
+async def daemon_runs(base: str, prompts: list[str], max_tokens: int) -> dict[str, tuple[float, int]]:
+    """(wall seconds, completion tokens) per daemon mode."""
+    out: dict[str, tuple[float, int]] = {}
+    async with client_session() as session:
+        async def one(prompt: str) -> Sample:
+            sample = await stream_chat(session, base, MODEL_NAME, prompt, max_tokens)
+            if sample.error:
+                raise RuntimeError(sample.error)
+            return sample
+
+        await one(prompts[0])  # warm-up
+        single = await one(prompts[0])
+        out["single-stream"] = (single.latency_s, single.tokens)
+        t0 = time.perf_counter()
+        serial = [await one(p) for p in prompts]
+        out[f"one at a time ({len(prompts)})"] = (time.perf_counter() - t0,
+                                                   sum(s.tokens for s in serial))
+        for c in (4, BATCH):
+            t0 = time.perf_counter()
+            samples = await asyncio.gather(*(one(p) for p in prompts[:c]))
+            out[f"dynamic {c}"] = (time.perf_counter() - t0, sum(s.tokens for s in samples))
+            print(f"dynamic {c}: {out[f'dynamic {c}'][1] / out[f'dynamic {c}'][0]:.1f} tok/s",
+                  flush=True)
+    return out
+
+
+def section(rows: dict[str, tuple[float, int]], argv: list[str], smoke: bool) -> str:
+    tok_s = {k: n / s if s > 0 else 0.0 for k, (s, n) in rows.items()}
+    one_at_a_time = next(v for k, v in tok_s.items() if k.startswith("one at a time"))
+    ceiling = tok_s[f"static ceiling ({BATCH})"]
+    dyn8 = tok_s[f"dynamic {BATCH}"]
+    from importlib.metadata import version
+
+    lines = [
+        START,
+        "## ONNX dynamic batching (`bench_onnx.py`)" + (" — SMOKE RUN, not a figure" if smoke else ""),
+        "",
+        f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
+        f"- Machine: {machine()}",
+        f"- Versions: localserve {version('localserve')}, onnxruntime-genai "
+        f"{version('onnxruntime-genai')}, Python {platform.python_version()}",
+        f"- Model: `{MODEL_NAME}` (SmolLM2-135M-Instruct, int4 k_quant, CPU)",
+        f"- Command: `{shlex.join(argv)}`",
+        "",
+        "Greedy, streamed chat completions of equal-length prompts. tok/s is completion tokens "
+        "over wall time; the static ceiling is one og.Generator batch in-process.",
+        "",
+        "| mode | seconds | tokens | tok/s |",
+        "|---|---:|---:|---:|",
+        *(f"| {k} | {s:.2f} | {n} | {tok_s[k]:.1f} |" for k, (s, n) in rows.items()),
+        "",
+        f"- dynamic {BATCH} / one at a time: {div(dyn8, one_at_a_time)} (target >= 1.6x)",
+        f"- dynamic {BATCH} / static ceiling: {div(dyn8, ceiling)} (target >= 0.8x)",
+        END,
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--model-dir", type=Path, default=None, help="an ONNX folder (default: build)")
+    p.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
+    args = p.parse_args(argv)
+    folder = args.model_dir or ensure_model()
+    prompts, tokens = equal_length_prompts(folder, BATCH)
+    port = free_port()
+    cmd = [sys.executable, "-m", "localserve", "serve", "--model", str(folder),
+           "--parallel", str(BATCH), "--ctx", "1024", "--host", "127.0.0.1", "--port", str(port)]
+    log = Path(tempfile.gettempdir()) / f"bench-onnx-{port}.log"
+    with running(cmd, port, "/health", log) as base:
+        rows = asyncio.run(daemon_runs(base, prompts, args.max_tokens))
+    seconds, useful = static_ceiling(folder, tokens, args.max_tokens)
+    rows[f"static ceiling ({BATCH})"] = (seconds, useful)
+    text = section(rows, ["python", "benchmarks/bench_onnx.py", *argv], args.max_tokens < 128)
+    print(text)
+    if not args.no_write:
+        write_doc(text, START, END)
+    return 0
+
+
+if __name__ == "__main__":
+    cli(main)
