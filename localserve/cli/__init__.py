@@ -7,7 +7,6 @@ import argparse
 import sys
 
 from localserve import __version__
-from localserve.cli import chat as _chat  # noqa: F401  (readline set up before any input())
 from localserve.cli import loaded, models, run, serve, status
 from localserve.cli.common import Failure
 from localserve.cli.output import (

@@ -49,6 +49,7 @@ def stream_answer(client: Client, body: JSON, write: Callable[[str], None]) -> t
     timings = Timings(started=time.perf_counter())
     parts: list[str] = []
     events = client.chat(body)
+    flush = getattr(write, "flush", None)
     try:
         for event in events:
             for choice in event.get("choices") or []:
@@ -66,5 +67,7 @@ def stream_answer(client: Client, body: JSON, write: Callable[[str], None]) -> t
                 timings.cached_tokens = int(details.get("cached_tokens", 0) or 0)
     finally:
         events.close()
+        if flush is not None:
+            flush()
     timings.finished = time.perf_counter()
     return "".join(parts), timings

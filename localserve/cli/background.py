@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from localserve import config
-from localserve.cli.output import spinner
+from localserve.cli.output import note, spinner
 from localserve.client import Client, DaemonUnreachable
 
 STARTUP_TIMEOUT_S = 90.0
@@ -33,6 +33,10 @@ def ensure_daemon(client: Client, settings: config.Config) -> None:
     with spinner(f"Starting localserve at {settings.url} (log: {log_path})"):
         process = start(settings, log_path)
         _wait_healthy(client, process, log_path)
+    note(
+        f"localserve is now running in the background at {settings.url} "
+        f"(log: {log_path}); `localserve shutdown` stops it"
+    )
 
 
 def start(settings: config.Config, log_path: Path) -> subprocess.Popen[bytes]:
@@ -43,8 +47,12 @@ def start(settings: config.Config, log_path: Path) -> subprocess.Popen[bytes]:
     ]  # fmt: skip
     detach: dict[str, object] = {}
     if os.name == "nt":
-        flags = subprocess.DETACHED_PROCESS | subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
-        detach["creationflags"] = flags | subprocess.CREATE_NO_WINDOW  # type: ignore[attr-defined]
+        # No console window, and out of the console's Ctrl-C group.
+        detach["creationflags"] = (
+            subprocess.DETACHED_PROCESS  # type: ignore[attr-defined]
+            | subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
+            | subprocess.CREATE_NO_WINDOW  # type: ignore[attr-defined]
+        )
     else:
         # Its own session: the terminal's Ctrl-C and hang-up reach the chat, not the daemon.
         detach["start_new_session"] = True

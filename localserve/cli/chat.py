@@ -7,19 +7,25 @@ same in any terminal, under tmux and under a test's pseudo-terminal.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from localserve.cli import output
 from localserve.cli.answer import stream_answer
 from localserve.cli.common import bare_name
 from localserve.cli.output import OK
+from localserve.cli.wrap import answer_writer
 from localserve.client import ApiError, Client, ClientError
 
 try:  # line editing and history where the platform has it
     import readline  # noqa: F401
 except ImportError:  # pragma: no cover - Windows
     pass
+try:
+    import termios
+except ImportError:  # pragma: no cover - Windows
+    termios = None  # type: ignore[assignment]
 
 PROMPT = ">>> "
 CONTINUATION = "... "
@@ -104,7 +110,8 @@ class ChatSession:
         if self.keep_alive is not None:
             body["keep_alive"] = self.keep_alive
         try:
-            answer, timings = stream_answer(self.client, body, _write)
+            with _typing_hidden():
+                answer, timings = stream_answer(self.client, body, answer_writer())
         except KeyboardInterrupt:
             # The interrupted turn is forgotten: the next question starts from the last answer.
             print()
@@ -213,6 +220,20 @@ class ChatSession:
         print(f"'{wanted}' is not loaded right now; it loads again with the next message.")
 
 
-def _write(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
+@contextmanager
+def _typing_hidden() -> Iterator[None]:
+    """While an answer streams, what the user types ahead is not echoed into it; it waits
+    for the next prompt. Ctrl-C still interrupts (only ECHO is turned off)."""
+    if termios is None or not sys.stdin.isatty():
+        yield
+        return
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    quiet = list(saved)
+    quiet[3] &= ~termios.ECHO
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, saved)
+

@@ -42,7 +42,11 @@ def pull_command(args: argparse.Namespace) -> int:
 def list_command(args: argparse.Namespace) -> int:
     _, client = connect(args)
     rows = [
-        (bare_name(str(m.get("name", ""))), output.size(m.get("size")), output.ago(m.get("modified_at")))
+        (
+            bare_name(str(m.get("name", ""))),
+            output.size(m.get("size")),
+            output.ago(m.get("modified_at")),
+        )
         for m in client.tags()
     ]
     output.table(("NAME", "SIZE", "MODIFIED"), rows)

@@ -12,6 +12,7 @@ from localserve.cli.chat import ChatSession
 from localserve.cli.common import Failure, address_options, connect
 from localserve.cli.output import FAILED, OK, UNREACHABLE, spinner
 from localserve.cli.progress import show_pull
+from localserve.cli.wrap import answer_writer
 from localserve.client import ApiError, Client
 
 
@@ -84,7 +85,7 @@ def one_shot(client: Client, args: argparse.Namespace, prompt: str) -> int:
     body = {"model": args.model, "messages": [{"role": "user", "content": prompt}]}
     if args.keepalive is not None:
         body["keep_alive"] = args.keepalive
-    _, timings = stream_answer(client, body, _write)
+    _, timings = stream_answer(client, body, answer_writer())
     sys.stdout.write("\n")
     sys.stdout.flush()
     if args.verbose:
@@ -92,7 +93,3 @@ def one_shot(client: Client, args: argparse.Namespace, prompt: str) -> int:
             output.stderr.print(line, highlight=False)
     return OK
 
-
-def _write(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import time
 
+import psutil
+
 from localserve.cli import output
 from localserve.cli.common import Failure, address_options, connect
 from localserve.cli.output import FAILED, OK, UNREACHABLE
@@ -55,17 +57,31 @@ def status_command(args: argparse.Namespace) -> int:
 def shutdown_command(args: argparse.Namespace) -> int:
     settings, client = connect(args)
     try:
-        client.shutdown()
+        answer = client.shutdown()
     except DaemonUnreachable:
         print(f"localserve is not running at {settings.url}")
         return OK
-    # Return once it is gone, so that a script may start another on the same port at once.
+    # Return once it is gone (its port closed, and its process ended when it runs here), so
+    # that a script may start another at once.
+    pid = answer.get("pid")
     deadline = time.monotonic() + SHUTDOWN_WAIT_S
     while time.monotonic() < deadline:
         try:
             client.health(timeout=1.0)
         except DaemonUnreachable:
-            print(f"localserve at {settings.url} stopped")
-            return OK
+            if not (isinstance(pid, int) and _runs_here(pid)):
+                print(f"localserve at {settings.url} stopped")
+                return OK
         time.sleep(0.2)
-    raise Failure(f"the daemon at {settings.url} is still answering after {SHUTDOWN_WAIT_S:.0f} s", FAILED)
+    raise Failure(
+        f"the daemon at {settings.url} has not stopped within {SHUTDOWN_WAIT_S:.0f} s", FAILED
+    )
+
+
+def _runs_here(pid: int) -> bool:
+    """A local `localserve serve` still running as `pid` (a remote daemon's pid means nothing)."""
+    try:
+        process = psutil.Process(pid)
+        return "serve" in process.cmdline() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
