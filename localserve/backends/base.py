@@ -7,7 +7,9 @@ models: the scheduler decides what runs in a step, the backend only runs it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
+
+import numpy as np
 
 from localserve.engine.sampling import SamplingParams
 
@@ -55,6 +57,7 @@ class ModelInfo:
     architecture: str = "unknown"
     quantization: str = "unknown"
     n_params: int = 0
+    n_embd: int = 0
 
 
 class Backend(Protocol):
@@ -95,4 +98,24 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Free every native resource; the backend is unusable afterwards."""
+        ...
+
+
+@runtime_checkable
+class EmbeddingBackend(Protocol):
+    """A backend that can also return hidden states, one row per token, for embeddings.
+
+    Optional: a backend without `embed` serves generation only, and its models answer an
+    embeddings request with a clear 400.
+    """
+
+    # How the model pools a sequence's rows into one vector: "mean", "cls" or "last".
+    pooling: str
+
+    def embed(self, plan: StepPlan) -> np.ndarray:
+        """Run one forward pass in embeddings mode over every token of the plan's chunks.
+
+        Returns one row of hidden states per token, in plan order (n_tokens x n_embd). The
+        chunks' KV cells are written as in a prefill, so a chunk may continue an earlier one.
+        """
         ...

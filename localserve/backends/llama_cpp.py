@@ -3,6 +3,12 @@
 One model gets one llama_context with `n_seq_max` equal to its slot count, so a single KV cache,
 allocated once at load, serves every slot. Each slot is a llama.cpp sequence id. The high-level
 `Llama` class is avoided on purpose: it serves one sequence at a time.
+
+The same context embeds: `embed` switches it to embeddings mode for one decode and returns every
+token's hidden state; the scheduler pools them. The context is created with pooling NONE on
+purpose: with one KV stream per slot, llama.cpp splits a batch into micro-batches holding an
+equal number of tokens of each sequence, and its own pooling then averages only the last
+micro-batch of a longer input (measured: cosine 0.90 against the input embedded alone).
 """
 
 from __future__ import annotations
@@ -29,6 +35,10 @@ _backend_lock = threading.Lock()
 _capture = threading.local()
 _BUFFER_LINE = re.compile(r"(\S+) buffer size =\s+([\d.]+) MiB")
 _GGML_WARN, _GGML_ERROR = 3, 4  # ggml_log_level: NONE, DEBUG, INFO, WARN, ERROR, CONT
+# The GGUF key `{arch}.pooling_type` holds llama_pooling_type; a generative model has none, and
+# then its hidden states are averaged, as Ollama does. RANK (rerankers) cannot embed.
+_POOLING = {ll.LLAMA_POOLING_TYPE_MEAN: "mean", ll.LLAMA_POOLING_TYPE_CLS: "cls",
+            ll.LLAMA_POOLING_TYPE_LAST: "last", ll.LLAMA_POOLING_TYPE_RANK: "none"}
 
 
 @ll.llama_log_callback
@@ -116,6 +126,15 @@ class LlamaCppBackend:
         cparams.n_threads_batch = options.n_threads
         cparams.kv_unified = options.kv_unified
         cparams.no_perf = True
+        # Per-token rows, pooled by us (see the module docstring); embeddings mode stays off
+        # except during an embedding step. A generative model pools nothing already: only an
+        # embedding model's own pooling needs turning off (llama.cpp warns when it is).
+        arch = self._meta("general.architecture") or "unknown"
+        pooling = self._meta(f"{arch}.pooling_type")
+        if pooling and int(pooling) != ll.LLAMA_POOLING_TYPE_NONE:
+            cparams.pooling_type = ll.LLAMA_POOLING_TYPE_NONE
+        self.pooling = _POOLING.get(int(pooling), "mean") if pooling else "mean"
+        cparams.embeddings = False
         ctx = ll.llama_init_from_model(model, cparams)
         if not ctx:
             ll.llama_model_free(model)
@@ -133,6 +152,7 @@ class LlamaCppBackend:
         self._n_vocab = int(ll.llama_vocab_n_tokens(self._vocab))
         self._pieces: dict[int, bytes] = {}
         self._piece_buf = ctypes.create_string_buffer(256)
+        self._embedding_mode = False
         self._closed = False
 
         template = ll.llama_model_chat_template(model, None)
@@ -148,9 +168,10 @@ class LlamaCppBackend:
             bos_text=self._special_text(ll.llama_vocab_bos(self._vocab)),
             eos_text=self._special_text(ll.llama_vocab_eos(self._vocab)),
             add_bos=bool(ll.llama_vocab_get_add_bos(self._vocab)),
-            architecture=self._meta("general.architecture") or "unknown",
+            architecture=arch,
             quantization=self._description().rsplit(" ", 1)[-1],
             n_params=int(ll.llama_model_n_params(model)),
+            n_embd=int(ll.llama_model_n_embd(model)),
         )
 
     def _meta(self, key: str) -> str | None:
@@ -251,12 +272,34 @@ class LlamaCppBackend:
     # -- kernels ------------------------------------------------------------------------------
 
     def step(self, plan: StepPlan) -> list[int]:
+        self._set_embedding_mode(False)
+        sample_at = self._fill(plan, every_token=False)
+        self._decode()
+        return self._sample(sample_at)
+
+    def embed(self, plan: StepPlan) -> np.ndarray:
+        self._set_embedding_mode(True)
+        n = len(self._fill(plan, every_token=True))
+        self._decode()
+        rows = ll.llama_get_embeddings(self._ctx)
+        if not rows:
+            raise RuntimeError("llama.cpp returned no embeddings for this step")
+        return np.ctypeslib.as_array(rows, shape=(n, self.info.n_embd)).copy()
+
+    def _set_embedding_mode(self, on: bool) -> None:
+        # Only on a change: llama.cpp rebuilds its graph when the mode flips.
+        if self._embedding_mode != on:
+            ll.llama_set_embeddings(self._ctx, on)
+            self._embedding_mode = on
+
+    def _fill(self, plan: StepPlan, every_token: bool) -> list[tuple[int, int]]:
+        """Load the plan into the batch; returns (slot, batch index) of every output row."""
         if plan.n_tokens > self._n_batch:
             raise ValueError(f"a step of {plan.n_tokens} tokens exceeds n_batch {self._n_batch}")
         batch = self._batch
         token, pos, seq_id, logits = batch.token, batch.pos, batch.seq_id, batch.logits
         n = 0
-        sample_at: list[tuple[int, int]] = []
+        out_at: list[tuple[int, int]] = []
         for chunk in plan.chunks:
             slot = chunk.slot
             p = chunk.start_pos
@@ -264,17 +307,21 @@ class LlamaCppBackend:
                 token[n] = t
                 pos[n] = p
                 seq_id[n][0] = slot
-                logits[n] = 0
+                logits[n] = every_token
+                if every_token:
+                    out_at.append((slot, n))
                 n += 1
                 p += 1
-            if chunk.sample:
+            if chunk.sample and not every_token:
                 logits[n - 1] = 1
-                sample_at.append((slot, n - 1))
+                out_at.append((slot, n - 1))
         batch.n_tokens = n
-        rc = ll.llama_decode(self._ctx, batch)
+        return out_at
+
+    def _decode(self) -> None:
+        rc = ll.llama_decode(self._ctx, self._batch)
         if rc != 0:
             raise RuntimeError(f"llama_decode failed with code {rc}")
-        return self._sample(sample_at)
 
     def _sample(self, sample_at: list[tuple[int, int]]) -> list[int]:
         """One token per (slot, batch index); output rows follow the batch's logits order."""

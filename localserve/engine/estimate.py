@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from localserve.engine.embedding import embedding_output_bytes
 from localserve.store.gguf_file import GGUFHeader
 
 F16 = 2
@@ -56,8 +57,10 @@ def estimate(
     # Logits of a whole micro-batch in f32, plus the activations of its widest layer.
     n_ff = int(header.arch_value("feed_forward_length", 4 * n_embd) or 4 * n_embd)
     compute = n_ubatch * (n_vocab + 2 * n_embd + 2 * n_ff) * F32
-    # The output buffer keeps one row of logits per slot between steps.
-    compute += n_slots * n_vocab * F32
+    # The output buffer keeps one row of logits per slot between steps; an embedding step grows
+    # it to a bounded number of rows of logits and hidden states (engine/embedding.py).
+    embedding_output = embedding_output_bytes(n_vocab, n_embd, n_slots, n_ubatch)
+    compute += max(n_slots * n_vocab * F32, embedding_output)
     return MemoryEstimate(header.weights_bytes, kv, compute)
 
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
+
+import numpy as np
 
 from localserve.backends.base import Backend, ModelInfo
 from localserve.engine.chat_template import ChatTemplate
@@ -12,7 +16,9 @@ from localserve.engine.errors import BadRequest
 from localserve.engine.estimate import MemoryEstimate
 from localserve.engine.sampling import SamplingParams
 from localserve.engine.batcher import Batcher
-from localserve.engine.sequence import Sequence
+from localserve.engine.embedding import EmbeddingJob
+from localserve.engine.embedding_lane import Embedder
+from localserve.engine.sequence import Sequence, Status
 
 
 class ResidentModel:
@@ -62,6 +68,16 @@ class ResidentModel:
     async def encode_text(self, text: str) -> list[int]:
         return await self._tokenize(text, True)
 
+    async def encode_texts(self, texts: list[str], field: str = "input") -> list[list[int]]:
+        """Many texts in one trip to a worker thread, as an embeddings request sends them."""
+        tokenize = self.backend.tokenize
+        loop = asyncio.get_running_loop()
+        tokens = await loop.run_in_executor(None, lambda: [tokenize(t, True) for t in texts])
+        empty = next((i for i, t in enumerate(tokens) if not t), None)
+        if empty is not None:
+            raise BadRequest(f"input {empty} is empty", field)
+        return tokens
+
     def check_token_ids(self, tokens: list[int], field: str = "prompt") -> list[int]:
         """Token ids a client sent: an out-of-range id would fail the whole batch it runs in."""
         n_vocab = self.backend.n_vocab
@@ -93,5 +109,32 @@ class ResidentModel:
         self.scheduler.submit(seq, prompt_field)
         return seq
 
+    @asynccontextmanager
+    async def generation(
+        self, prompt: list[int], params: SamplingParams, prompt_field: str = "prompt"
+    ) -> AsyncIterator[Sequence]:
+        """A queued generation that is cancelled, freeing its slot, however the caller leaves."""
+        seq = self.submit(prompt, params, prompt_field)
+        try:
+            yield seq
+        finally:
+            if seq.status is not Status.FINISHED or seq.finish_reason is None:
+                self.cancel(seq)
+
     def cancel(self, seq: Sequence) -> None:
         self.scheduler.cancel(seq)
+
+    async def embed(self, inputs: list[list[int]]) -> list[np.ndarray]:
+        """One raw (unnormalized) vector per input, pooled the model's way.
+
+        The inputs run in the model's batcher, sharing decode calls with other requests.
+        """
+        if not isinstance(self.scheduler, Embedder):
+            raise BadRequest(f"model '{self.name}' does not support embeddings", "model")
+        job = EmbeddingJob(inputs, asyncio.get_running_loop())
+        self.scheduler.submit_embedding(job)
+        try:
+            return await job.result
+        finally:
+            # A client that left frees its slots at the next embedding step; a no-op once done.
+            job.cancel()

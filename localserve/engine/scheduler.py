@@ -2,7 +2,8 @@
 
 Sequences join and leave between steps. Each step holds one decode token for every running
 sequence, then prefill chunks of newly admitted ones under a per-step token budget (chunked
-prefill), so a long prompt never stalls the streams already running.
+prefill), so a long prompt never stalls the streams already running. When the backend can embed,
+embedding inputs borrow free slots too, and embedding steps take turns with generation steps.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import time
 from collections import deque
 from typing import Callable
 
-from localserve.backends.base import Backend, StepChunk, StepPlan
-from localserve.engine.errors import ContextOverflow, QueueFull
+from localserve.backends.base import Backend, EmbeddingBackend, StepChunk, StepPlan
+from localserve.engine.embedding import EmbeddingJob
+from localserve.engine.embedding_lane import EmbeddingLane
+from localserve.engine.errors import BadRequest, ContextOverflow, QueueFull
 from localserve.engine.outputs import Outbox, accept_token, deliver, end_sequence
 from localserve.engine.sequence import Delta, Sequence, Status
 
@@ -42,6 +45,9 @@ class Scheduler:
         self.steps = 0
         self._lock = threading.Lock()
         self._wake: Callable[[], None] = lambda: None
+        can_embed = isinstance(backend, EmbeddingBackend) and backend.pooling != "none"
+        self.embeddings = EmbeddingLane(self, backend, max_waiting) if can_embed else None
+        self._embedding_turn = False
 
     # -- called from the event loop ----------------------------------------------------------
 
@@ -60,6 +66,15 @@ class Scheduler:
             self.waiting.append(seq)
         self._wake()
 
+    def submit_embedding(self, job: EmbeddingJob) -> None:
+        """Queue an embeddings request's inputs; refuse at once what can never run."""
+        if self.embeddings is None:
+            raise BadRequest(
+                f"model '{self.backend.info.name}' does not support embeddings", "model"
+            )
+        self.embeddings.submit(job)
+        self._wake()
+
     def cancel(self, seq: Sequence) -> None:
         seq.cancel()
         self._wake()
@@ -67,14 +82,49 @@ class Scheduler:
     @property
     def busy(self) -> int:
         """Sequences running or waiting: what keeps the model from being idle."""
-        return len(self.running) + len(self.waiting)
+        lane = self.embeddings.busy if self.embeddings else 0
+        return len(self.running) + len(self.waiting) + lane
 
     # -- called from the engine thread -------------------------------------------------------
 
     def has_work(self) -> bool:
-        return bool(self.running or self.waiting)
+        return bool(self.running or self.waiting) or bool(
+            self.embeddings and self.embeddings.has_work()
+        )
 
     def step(self) -> None:
+        """One step: embedding and generation steps alternate while both have work."""
+        lane = self.embeddings
+        if lane is not None and lane.has_work():
+            generating = bool(self.running or self.waiting)
+            if self._embedding_turn or not generating:
+                self._embedding_turn = False
+                lane.step()
+                return
+            self._embedding_turn = True
+        self._generation_step()
+
+    def lend_slot(self) -> int:
+        """A free slot for an embedding input, its cells wiped (embedding runs from position 0).
+
+        The lowest free slot: embedding inputs then sit next to each other, in few micro-batches.
+        """
+        slot = min(self.free_slots)
+        self.free_slots.remove(slot)
+        self._forget_slot(slot)
+        return slot
+
+    def return_slot(self, slot: int, tokens: list[int] | None) -> None:
+        """Take back a lent slot; `tokens` is what its cells hold, None if they are not to be
+        trusted."""
+        if tokens is None:
+            self._forget_slot(slot)
+        else:
+            self.slot_tokens[slot] = tokens
+        self._slot_used_at[slot] = self.steps
+        self.free_slots.append(slot)
+
+    def _generation_step(self) -> None:
         """Plan one forward pass, run it, and deliver what each sequence produced."""
         outbox: Outbox = []
         self._reap_cancelled()

@@ -39,6 +39,7 @@ def describe(model: ResidentModel, loads: int) -> dict[str, Any]:
         "size_vram": 0,
         "digest": "",
         "expires_at": expires,
+        "context_length": model.info.n_ctx_slot,
         "details": {
             "format": model.info.format,
             "family": model.info.architecture,

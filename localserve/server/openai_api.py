@@ -15,7 +15,7 @@ from localserve.engine.errors import BadRequest
 from localserve.engine.keep_alive import parse_keep_alive
 from localserve.engine.resident import ResidentModel
 from localserve.engine.sampling import SamplingParams
-from localserve.engine.sequence import Sequence, Status
+from localserve.engine.sequence import Sequence
 from localserve.server import validation as v
 from localserve.server.state import MANAGER
 from localserve.server.streaming import open_sse, send_done, send_event
@@ -121,14 +121,10 @@ class Generation:
                 tokens = await model.encode_chat(messages)
             else:
                 tokens = await self._encode_prompt(model, prompt)
-            seq = model.submit(tokens, params, "messages" if self.chat else "prompt")
-            try:
+            async with model.generation(tokens, params, "messages" if self.chat else "prompt") as seq:
                 if stream:
                     return await self._stream(model, seq, include_usage)
                 return await self._collect(model, seq)
-            finally:
-                if seq.status is not Status.FINISHED or seq.finish_reason is None:
-                    model.cancel(seq)
 
     async def _encode_prompt(self, model: ResidentModel, prompt: Any) -> list[int]:
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):

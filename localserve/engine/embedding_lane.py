@@ -1,0 +1,175 @@
+"""Embedding inputs inside a model's batcher: they wait for a slot, run, and are pooled.
+
+An embedding step is a decode of its own (llama.cpp's embeddings mode is a property of the
+context, not of a sequence), taken in turn with generation steps by the `Scheduler`. One step
+fills a single batch with as many inputs as there are free slots and rows in its budget, so
+the inputs of one request and of concurrent requests share decode calls. An input longer than
+the budget continues in the next embedding step from its KV cells, as a chunked prefill does.
+The KV cache is the one allocated at load: an input only borrows a free slot.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+
+from localserve.backends.base import EmbeddingBackend, StepChunk, StepPlan
+from localserve.engine.embedding import EmbeddingInput, EmbeddingJob, embedding_rows
+from localserve.engine.errors import ContextOverflow, QueueFull
+
+if TYPE_CHECKING:
+    from localserve.engine.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """A batcher that can embed. Optional: a batcher without it serves generation only."""
+
+    def submit_embedding(self, job: EmbeddingJob) -> None:
+        """Queue a job's inputs; raise ContextOverflow or QueueFull at once."""
+        ...
+
+
+class EmbeddingLane:
+    """The embedding inputs of one model: waiting for a slot, and running in one."""
+
+    def __init__(self, scheduler: Scheduler, backend: EmbeddingBackend, max_waiting: int) -> None:
+        self.scheduler = scheduler
+        self.backend = backend
+        info = scheduler.backend.info
+        self.rows = embedding_rows(
+            scheduler.backend.n_vocab, info.n_embd, info.n_slots, scheduler.step_tokens
+        )
+        # Counted in inputs; a request is always taken when nothing waits, however many it has.
+        self.max_waiting = max_waiting * info.n_slots
+        self.waiting: deque[EmbeddingInput] = deque()
+        self.running: list[EmbeddingInput] = []
+        self._lock = threading.Lock()
+
+    # -- called from the event loop ----------------------------------------------------------
+
+    def submit(self, job: EmbeddingJob) -> None:
+        n_ctx = self.scheduler.backend.info.n_ctx_slot
+        for tokens in job.inputs_tokens:
+            if len(tokens) > n_ctx:
+                raise ContextOverflow(len(tokens), n_ctx, "input")
+        inputs = job.inputs()
+        with self._lock:
+            if self.waiting and len(self.waiting) + len(inputs) > self.max_waiting:
+                raise QueueFull(self.scheduler.backend.info.name, self.max_waiting)
+            self.waiting.extend(inputs)
+
+    @property
+    def busy(self) -> int:
+        return len(self.running) + len(self.waiting)
+
+    # -- called from the engine thread -------------------------------------------------------
+
+    def has_work(self) -> bool:
+        return bool(self.running or self.waiting)
+
+    def step(self) -> None:
+        self._reap_cancelled()
+        self._admit()
+        plan, inputs = self._plan()
+        if not plan.chunks:
+            return
+        try:
+            rows = self.backend.embed(plan)
+        except Exception as exc:  # a kernel failure fails the jobs in this step, not the daemon
+            log.exception("embedding step failed for model %s", self.scheduler.backend.info.name)
+            self._fail({inp.job for inp in inputs}, exc)
+            return
+        self.scheduler.steps += 1
+        self._postprocess(plan, inputs, rows)
+
+    def _reap_cancelled(self) -> None:
+        for inp in [i for i in self.running if i.job.cancelled]:
+            self._release(inp)
+        if any(i.job.cancelled for i in self.waiting):
+            with self._lock:
+                self.waiting = deque(i for i in self.waiting if not i.job.cancelled)
+
+    def _admit(self) -> None:
+        budget = self.rows - sum(i.remaining for i in self.running)
+        while budget > 0 and self.waiting and self.scheduler.free_slots:
+            with self._lock:
+                inp = self.waiting.popleft()
+            inp.slot = self.scheduler.lend_slot()
+            self.running.append(inp)
+            budget -= inp.remaining
+
+    def _plan(self) -> tuple[StepPlan, list[EmbeddingInput]]:
+        plan = StepPlan()
+        inputs: list[EmbeddingInput] = []
+        budget = self.rows
+        # Ascending slots: llama.cpp runs one micro-batch per run of consecutive sequence ids.
+        for inp in sorted(self.running, key=lambda i: i.slot or 0):
+            if budget <= 0:
+                break
+            assert inp.slot is not None
+            take = min(inp.remaining, budget)
+            start = inp.n_done
+            plan.chunks.append(StepChunk(inp.slot, inp.tokens[start : start + take], start, False))
+            inputs.append(inp)
+            budget -= take
+        return plan, inputs
+
+    def _postprocess(self, plan: StepPlan, inputs: list[EmbeddingInput], rows: np.ndarray) -> None:
+        pooling = self.backend.pooling
+        done: set[EmbeddingJob] = set()
+        at = 0
+        for chunk, inp in zip(plan.chunks, inputs):
+            n = len(chunk.tokens)
+            inp.take(rows[at : at + n], pooling)
+            at += n
+            if inp.remaining == 0:
+                inp.job.vectors[inp.index] = inp.vector(pooling)
+                self._release(inp)
+                if inp.job.complete:
+                    done.add(inp.job)
+        for job in done:
+            _post(job, lambda j=job: _resolve(j))
+
+    def _release(self, inp: EmbeddingInput) -> None:
+        assert inp.slot is not None
+        # The cells hold exactly the tokens run so far: a later prompt may reuse them.
+        self.scheduler.return_slot(inp.slot, inp.tokens[: inp.n_done])
+        inp.slot = None
+        self.running.remove(inp)
+
+    def _fail(self, jobs: set[EmbeddingJob], exc: Exception) -> None:
+        for inp in [i for i in self.running if i.job in jobs]:
+            assert inp.slot is not None
+            self.scheduler.return_slot(inp.slot, None)  # a failed batch: trust none of its cells
+            inp.slot = None
+            self.running.remove(inp)
+        with self._lock:
+            self.waiting = deque(i for i in self.waiting if i.job not in jobs)
+        error = RuntimeError(f"embedding failed: {exc}")
+        for job in jobs:
+            _post(job, lambda j=job: _reject(j, error))
+
+
+def _post(job: EmbeddingJob, callback: object) -> None:
+    try:
+        job.loop.call_soon_threadsafe(callback)  # type: ignore[arg-type]
+    except RuntimeError:  # the loop closed while the daemon shuts down
+        pass
+
+
+def _resolve(job: EmbeddingJob) -> None:
+    if not job.result.done():
+        job.result.set_result([v for v in job.vectors if v is not None])
+
+
+def _reject(job: EmbeddingJob, error: Exception) -> None:
+    if not job.result.done():
+        job.result.set_exception(error)
+

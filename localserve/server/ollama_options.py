@@ -1,0 +1,99 @@
+"""Ollama's request `options` and `keep_alive`, and what a context window means to its users.
+
+Ollama's defaults differ from OpenAI's (top_p 0.9, min_p 0, repeat_penalty 1.1 over the last
+64 tokens), and an Ollama user expects them: they are what `ollama run` gives.
+
+`num_ctx` asks for a context window. Ours is fixed per slot at load (no request allocates KV),
+so a larger `num_ctx` is capped to a slot's context, as Ollama itself caps it to what the model
+can hold; a smaller one is honoured. A prompt that does not fit is not refused, as Ollama's
+runner does not refuse it: it keeps the first `num_keep` tokens and the most recent ones. Ollama
+then shifts the window while it generates; we cannot, so the prompt is cut to half the window to
+leave the answer room, and the answer ends with done_reason "length" when the window is full.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+
+from localserve.engine.keep_alive import parse_keep_alive
+from localserve.engine.sampling import SamplingParams
+from localserve.server import validation as v
+
+log = logging.getLogger(__name__)
+
+_NO_LIMIT = (1 << 31) - 1
+_warned_num_ctx: set[tuple[str, int]] = set()
+
+
+@dataclass(frozen=True)
+class OllamaOptions:
+    params: SamplingParams
+    num_ctx: int | None
+    num_keep: int
+
+
+def keep_alive_from(body: v.JSON) -> float | None | bool:
+    """The request's keep_alive in seconds (None: forever), or False when it sent none."""
+    if body.get("keep_alive") is None:
+        return False
+    return parse_keep_alive(body["keep_alive"])
+
+
+def options_from(body: v.JSON) -> OllamaOptions:
+    o = v.obj(body, "options")
+    num_predict = v.integer(o, "num_predict", -1, -2, _NO_LIMIT)
+    seed = v.integer(o, "seed", -1, -(1 << 63), (1 << 64) - 1)
+    repeat_last_n = v.integer(o, "repeat_last_n", 64, -1, _NO_LIMIT) or 0
+    repeat_penalty = v.number(o, "repeat_penalty", 1.1, 0.0, 10.0)
+    params = SamplingParams(
+        temperature=v.number(o, "temperature", 0.8, 0.0, 10.0),
+        top_k=v.integer(o, "top_k", 40, 0, _NO_LIMIT) or 0,
+        top_p=v.number(o, "top_p", 0.9, 0.0, 1.0),
+        min_p=v.number(o, "min_p", 0.0, 0.0, 1.0),
+        # repeat_last_n 0 turns penalties off in Ollama; -1 means the whole window (set later).
+        repeat_penalty=repeat_penalty if repeat_last_n != 0 else 1.0,
+        presence_penalty=v.number(o, "presence_penalty", 0.0, -2.0, 2.0),
+        frequency_penalty=v.number(o, "frequency_penalty", 0.0, -2.0, 2.0),
+        penalty_last_n=repeat_last_n if repeat_last_n > 0 else _NO_LIMIT,
+        seed=None if seed == -1 else seed,
+        # -1: until the window is full; -2: fill the window. Both mean no cap of our own.
+        max_tokens=None if num_predict is None or num_predict < 0 else max(num_predict, 1),
+        stop=v.stop_list(o),
+    )
+    num_ctx = v.integer(o, "num_ctx", None, 1, _NO_LIMIT)
+    num_keep = v.integer(o, "num_keep", 4, -1, _NO_LIMIT)
+    return OllamaOptions(params, num_ctx, 4 if num_keep is None or num_keep < 0 else num_keep)
+
+
+def window(model: str, num_ctx: int | None, slot_ctx: int) -> int:
+    """The context a request gets: its num_ctx, capped to a slot's context."""
+    if num_ctx is None:
+        return slot_ctx
+    if num_ctx > slot_ctx and (model, num_ctx) not in _warned_num_ctx:
+        _warned_num_ctx.add((model, num_ctx))
+        log.warning(
+            "num_ctx %d for %s is larger than a slot's context (%d tokens); using %d. Start the "
+            "daemon with a larger --ctx for longer contexts", num_ctx, model, slot_ctx, slot_ctx,
+        )
+    return min(num_ctx, slot_ctx)
+
+
+def fit_prompt(tokens: list[int], ctx: int, num_keep: int) -> list[int]:
+    """A prompt that fits the window with room to answer: the first num_keep tokens and the
+    latest ones, as Ollama's runner truncates, cut to half the window (see the docstring)."""
+    if len(tokens) < ctx:
+        return tokens
+    keep = min(num_keep, ctx // 4)
+    tail = max(1, ctx // 2 - keep)
+    log.warning("truncating a prompt of %d tokens to %d for a %d-token window",
+                len(tokens), keep + tail, ctx)
+    return tokens[:keep] + tokens[-tail:]
+
+
+def answer_room(params: SamplingParams, prompt_len: int, ctx: int) -> SamplingParams:
+    """Cap the answer so prompt and answer stay within the window."""
+    room = max(1, ctx - prompt_len)
+    cap = room if params.max_tokens is None else min(params.max_tokens, room)
+    last_n = min(params.penalty_last_n, ctx)
+    return replace(params, max_tokens=cap, penalty_last_n=last_n)

@@ -1,0 +1,214 @@
+"""Embeddings in the batcher, specified with a fake backend (pure logic: no kernels involved).
+
+The fake's hidden state for a token is a row filled with the token id, so pooled vectors are
+easy to predict: mean pooling of tokens [2, 4] gives a row of 3s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from localserve.backends.base import ModelInfo, StepPlan
+from localserve.engine.embedding import EmbeddingJob, embedding_rows, normalize, shorten
+from localserve.engine.errors import BadRequest, ContextOverflow
+from localserve.engine.resident import ResidentModel
+from localserve.engine.sampling import SamplingParams
+from localserve.engine.scheduler import Scheduler
+from localserve.engine.sequence import Sequence
+
+WIDTH = 3
+
+
+class FakeBackend:
+    """Generates token 7 forever; embeds a token as a row of its id. Records every decode."""
+
+    pooling = "mean"
+
+    def __init__(self, n_slots: int = 4, n_ctx: int = 64) -> None:
+        self.info = ModelInfo("fake", "-", "gguf", n_slots, n_ctx, n_ctx, 0, None, "", "", False,
+                              n_embd=WIDTH)
+        self.calls: list[tuple[str, StepPlan]] = []
+
+    @property
+    def n_vocab(self) -> int:
+        return 100
+
+    def tokenize(self, text: str, add_special: bool) -> list[int]:
+        return [1] * len(text)
+
+    def token_piece(self, token: int) -> bytes:
+        return b"x"
+
+    def is_end_of_generation(self, token: int) -> bool:
+        return False
+
+    def seq_start(self, slot: int, params: SamplingParams, prompt: list[int]) -> None:
+        pass
+
+    def seq_end(self, slot: int) -> None:
+        pass
+
+    def seq_trim(self, slot: int, keep: int) -> bool:
+        return True
+
+    def step(self, plan: StepPlan) -> list[int]:
+        self.calls.append(("generate", plan))
+        return [7 for c in plan.chunks if c.sample]
+
+    def embed(self, plan: StepPlan) -> np.ndarray:
+        self.calls.append(("embed", plan))
+        tokens = [t for c in plan.chunks for t in c.tokens]
+        return np.repeat(np.array(tokens, dtype=np.float32)[:, None], WIDTH, axis=1)
+
+    def close(self) -> None:
+        pass
+
+
+class GenerateOnlyBackend(FakeBackend):
+    """A backend with no `embed`, as a runtime that cannot return hidden states."""
+
+    embed = None  # type: ignore[assignment]
+
+
+@pytest.fixture
+def loop() -> asyncio.AbstractEventLoop:
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def run_until_done(sched: Scheduler, loop: asyncio.AbstractEventLoop, *jobs: EmbeddingJob):
+    while sched.has_work():
+        sched.step()
+    loop.run_until_complete(asyncio.sleep(0))  # let the resolving callbacks run
+    return [job.result.result() for job in jobs]
+
+
+def embed_calls(backend: FakeBackend) -> list[StepPlan]:
+    return [plan for kind, plan in backend.calls if kind == "embed"]
+
+
+def test_inputs_of_one_request_and_of_concurrent_requests_share_one_decode(loop) -> None:
+    backend = FakeBackend(n_slots=4)
+    sched = Scheduler(backend, step_tokens=64)
+    first = EmbeddingJob([[2, 4], [6]], loop)
+    second = EmbeddingJob([[8, 8, 8]], loop)
+    sched.submit_embedding(first)
+    sched.submit_embedding(second)
+    a, b = run_until_done(sched, loop, first, second)
+    assert len(embed_calls(backend)) == 1
+    assert [v.tolist() for v in a] == [[3, 3, 3], [6, 6, 6]]
+    assert b[0].tolist() == [8, 8, 8]
+
+
+def test_an_input_longer_than_an_embedding_step_continues_in_the_next_one(loop) -> None:
+    backend = FakeBackend(n_slots=2)
+    sched = Scheduler(backend, step_tokens=4)  # 4 rows per embedding step
+    job = EmbeddingJob([[1, 2, 3, 4, 5, 6, 7, 8, 9]], loop)
+    sched.submit_embedding(job)
+    (vectors,) = run_until_done(sched, loop, job)
+    plans = embed_calls(backend)
+    assert [c.start_pos for p in plans for c in p.chunks] == [0, 4, 8]
+    assert vectors[0].tolist() == [5, 5, 5]  # the mean over all nine tokens, not the last chunk
+
+
+@pytest.mark.parametrize("pooling, expected", [("cls", 1), ("last", 9), ("mean", 5)])
+def test_the_model_pooling_type_chooses_the_row(loop, pooling: str, expected: int) -> None:
+    backend = FakeBackend(n_slots=1)
+    backend.pooling = pooling
+    sched = Scheduler(backend, step_tokens=4)
+    job = EmbeddingJob([[1, 2, 3, 4, 5, 6, 7, 8, 9]], loop)
+    sched.submit_embedding(job)
+    (vectors,) = run_until_done(sched, loop, job)
+    assert vectors[0].tolist() == [expected] * WIDTH
+
+
+def test_chunks_of_an_embedding_step_are_in_ascending_slot_order(loop) -> None:
+    backend = FakeBackend(n_slots=4)
+    sched = Scheduler(backend, step_tokens=64)
+    sched.free_slots = [2, 0, 3, 1]
+    job = EmbeddingJob([[1], [2], [3], [4]], loop)
+    sched.submit_embedding(job)
+    run_until_done(sched, loop, job)
+    (plan,) = embed_calls(backend)
+    assert [c.slot for c in plan.chunks] == [0, 1, 2, 3]
+
+
+def test_more_inputs_than_slots_wait_for_slots_and_all_come_back_in_order(loop) -> None:
+    backend = FakeBackend(n_slots=2)
+    sched = Scheduler(backend, step_tokens=64)
+    job = EmbeddingJob([[i] for i in range(1, 6)], loop)
+    sched.submit_embedding(job)
+    (vectors,) = run_until_done(sched, loop, job)
+    assert [v[0] for v in vectors] == [1, 2, 3, 4, 5]
+    assert len(embed_calls(backend)) == 3
+    assert sorted(sched.free_slots) == [0, 1]
+
+
+def test_a_slot_returned_by_an_embedding_holds_its_tokens_for_prefix_reuse(loop) -> None:
+    backend = FakeBackend(n_slots=1)
+    sched = Scheduler(backend, step_tokens=64)
+    job = EmbeddingJob([[5, 6, 7]], loop)
+    sched.submit_embedding(job)
+    run_until_done(sched, loop, job)
+    assert sched.slot_tokens[0] == [5, 6, 7]
+
+
+def test_embedding_and_generation_steps_take_turns(loop) -> None:
+    backend = FakeBackend(n_slots=4)
+    sched = Scheduler(backend, step_tokens=2)
+    sched.submit(Sequence([1], SamplingParams(temperature=0), 5, loop))
+    sched.submit_embedding(EmbeddingJob([[1, 2, 3, 4, 5, 6]], loop))
+    for _ in range(4):
+        sched.step()
+    assert [kind for kind, _ in backend.calls] == ["generate", "embed", "generate", "embed"]
+
+
+def test_a_cancelled_request_frees_its_slots(loop) -> None:
+    backend = FakeBackend(n_slots=2)
+    sched = Scheduler(backend, step_tokens=2)
+    job = EmbeddingJob([[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6], [1]], loop)
+    sched.submit_embedding(job)
+    sched.step()
+    job.cancel()
+    sched.step()
+    assert not sched.has_work()
+    assert sorted(sched.free_slots) == [0, 1]
+
+
+def test_an_input_longer_than_a_slot_context_is_refused_at_once(loop) -> None:
+    sched = Scheduler(FakeBackend(n_ctx=8), step_tokens=64)
+    with pytest.raises(ContextOverflow):
+        sched.submit_embedding(EmbeddingJob([[1] * 9], loop))
+
+
+def test_a_backend_that_cannot_embed_answers_a_clear_bad_request(loop) -> None:
+    sched = Scheduler(GenerateOnlyBackend(), step_tokens=64)
+    with pytest.raises(BadRequest, match="model 'fake' does not support embeddings"):
+        sched.submit_embedding(EmbeddingJob([[1]], loop))
+
+
+def test_a_batcher_without_embeddings_answers_a_clear_bad_request(loop) -> None:
+    class GenerationOnlyBatcher:
+        waiting: list = []
+        running: list = []
+        busy = 0
+
+    model = ResidentModel(FakeBackend(), GenerationOnlyBatcher(), "cpu")  # type: ignore[arg-type]
+    with pytest.raises(BadRequest, match="does not support embeddings"):
+        loop.run_until_complete(model.embed([[1]]))
+
+
+def test_embedding_rows_are_bounded_by_the_output_buffer_but_never_below_the_slots() -> None:
+    assert embedding_rows(n_vocab=49152, n_embd=576, n_slots=16, step_tokens=512) == 84
+    assert embedding_rows(n_vocab=262144, n_embd=640, n_slots=16, step_tokens=512) == 16
+    assert embedding_rows(n_vocab=100, n_embd=3, n_slots=2, step_tokens=32) == 32
+
+
+def test_dimensions_keep_the_leading_components_at_unit_length() -> None:
+    vec = normalize(np.array([3.0, 4.0, 12.0]))
+    assert np.allclose(shorten(vec, 2), [0.6, 0.8])
+    assert shorten(vec, None) is vec
