@@ -20,10 +20,11 @@ TIMEOUT_S = 120
 
 @pytest.fixture
 def chat(tmp_path: Path, daemon_url: str) -> Iterator[pexpect.spawn]:
-    """`localserve run smollm2` in a terminal, at its first prompt."""
+    """`localserve run smollm2` in a terminal, at its first prompt; answers of 60 tokens at most
+    (SmolLM2 sometimes rambles to the end of its context)."""
     child = pexpect.spawn(
         sys.executable,
-        ["-m", "localserve", "run", "smollm2"],
+        ["-m", "localserve", "run", "smollm2", "--parameter", "num_predict=60"],
         env=cli_env(tmp_path, daemon_url),
         encoding="utf-8",
         timeout=TIMEOUT_S,
@@ -44,8 +45,6 @@ def ask(chat: pexpect.spawn, question: str) -> str:
 
 
 def test_a_question_gets_an_answer_streamed_piece_by_piece(chat):
-    chat.sendline("/set parameter num_predict 60")
-    chat.expect_exact(PROMPT)
     chat.sendline("Write a short poem about the sea.")
     chat.expect_exact("sea.")  # the echo of the question
     pieces: list[str] = []

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import HOST, free_port
 
-from cli_support import cli_env, daemon_pid, localserve, log_file, stops_daemon_at
+from cli_support import SHORT, cli_env, daemon_pid, localserve, log_file, stops_daemon_at
 from localserve.client import Client, DaemonUnreachable
 
 
@@ -22,14 +22,14 @@ def test_run_starts_a_daemon_when_none_is_running_and_the_next_run_reuses_it(tmp
     url = f"http://{HOST}:{free_port()}"
     env = cli_env(tmp_path, url)
     with stops_daemon_at(url):
-        first = localserve("run", "smollm2", "Say hi.", env=env)
+        first = localserve("run", "smollm2", *SHORT, "Say hi.", env=env)
         assert first.returncode == 0, first.stderr
         assert first.stdout.strip()
         pid = daemon_pid(url)
         assert pid is not None, "a daemon answers at the configured address"
         assert os.getsid(pid) != os.getsid(0), "detached: a session of its own"
 
-        second = localserve("run", "smollm2", "Say hello.", env=env)
+        second = localserve("run", "smollm2", *SHORT, "Say hello.", env=env)
         assert second.returncode == 0, second.stderr
         assert daemon_pid(url) == pid, "the second run used the running daemon"
         log = log_file(env).read_text()

@@ -46,3 +46,9 @@ def test_a_bad_setting_is_exit_2_naming_where_it_came_from(env):
 
 def test_a_bad_command_line_is_exit_2(env):
     assert localserve("run", env=env).returncode == 2
+
+
+def test_an_unknown_sampling_parameter_is_exit_2_listing_the_known_ones(env):
+    done = localserve("run", "smollm2", "-p", "warmth=3", "hi", env=env)
+    assert done.returncode == 2
+    assert "unknown parameter 'warmth'" in done.stderr and "temperature" in done.stderr

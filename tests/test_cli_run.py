@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_support import cli_env, localserve
+from cli_support import SHORT, cli_env, localserve
 
 ANSI_ESCAPE = "\x1b["
 
@@ -17,7 +17,7 @@ def env(tmp_path: Path, daemon_url: str) -> dict[str, str]:
 
 
 def test_a_prompt_on_the_command_line_is_answered_once_in_plain_text(env):
-    done = localserve("run", "smollm2", "Say hi.", env=env)
+    done = localserve("run", "smollm2", *SHORT, "Say hi.", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip(), "an answer"
     assert done.stdout.endswith("\n")
@@ -25,14 +25,14 @@ def test_a_prompt_on_the_command_line_is_answered_once_in_plain_text(env):
 
 
 def test_a_prompt_piped_on_stdin_is_answered_once(env):
-    done = localserve("run", "smollm2", env=env, stdin="Say hello.\n")
+    done = localserve("run", "smollm2", *SHORT, env=env, stdin="Say hello.\n")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip()
     assert ">>>" not in done.stdout, "no chat prompt when the input is a pipe"
 
 
 def test_verbose_prints_time_to_first_token_and_rates_on_stderr(env):
-    done = localserve("run", "smollm2", "Say hello.", "--verbose", env=env)
+    done = localserve("run", "smollm2", *SHORT, "Say hello.", "--verbose", env=env)
     assert done.returncode == 0, done.stderr
     for label in ("time to first token:", "prompt rate:", "generation rate:"):
         assert label in done.stderr
@@ -42,5 +42,12 @@ def test_verbose_prints_time_to_first_token_and_rates_on_stderr(env):
 def test_the_port_flag_wins_over_the_environment(env, daemon_url):
     port = daemon_url.rsplit(":", 1)[1]
     wrong = {**env, "LOCALSERVE_PORT": "1"}
-    done = localserve("run", "smollm2", "Say hi.", "--port", port, env=wrong)
+    done = localserve("run", "smollm2", *SHORT, "Say hi.", "--port", port, env=wrong)
     assert done.returncode == 0, done.stderr
+
+
+def test_parameters_on_the_command_line_make_the_answer_repeatable(env):
+    ask = ("run", "smollm2", "-p", "temperature=0", "-p", "num_predict=12", "Name a fruit.")
+    first, second = localserve(*ask, env=env), localserve(*ask, env=env)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() and first.stdout == second.stdout

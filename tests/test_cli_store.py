@@ -9,7 +9,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from cli_support import cli_env, localserve
+from cli_support import SHORT, cli_env, localserve
 from hub_server import Hub
 from store_support import hub, hub_env, smol_bytes  # noqa: F401 - fixtures
 
@@ -79,7 +79,7 @@ def test_rm_deletes_a_pulled_model(env):
 
 
 def test_run_pulls_a_missing_model_then_answers(env):
-    done = localserve("run", "tiny:135m", "Say hi.", env=env)
+    done = localserve("run", "tiny:135m", *SHORT, "Say hi.", env=env)
     assert done.returncode == 0, done.stderr
     assert "success" in done.stderr, "the pull's progress"
     assert done.stdout.strip(), "the answer"

@@ -39,8 +39,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # `run NAME -p temperature=0 PROMPT`: words of the prompt may follow the options, as in
+    # Ollama; argparse stops filling a positional at the first option.
+    if args.command == "run" and not any(word.startswith("-") for word in extra):
+        args.prompt += extra
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     try:
         return int(args.handler(args))
     except ConfigError as exc:

@@ -11,10 +11,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from localserve.cli import output
+from localserve.cli import output, parameters
 from localserve.cli.answer import stream_answer
 from localserve.cli.common import bare_name
 from localserve.cli.output import OK
+from localserve.cli.parameters import PARAMETERS
 from localserve.cli.wrap import answer_writer
 from localserve.client import ApiError, Client, ClientError
 
@@ -31,21 +32,6 @@ PROMPT = ">>> "
 CONTINUATION = "... "
 FENCE = '"""'
 
-# `/set parameter NAME VALUE`: Ollama's names, and the request field each one sets.
-PARAMETERS: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "temperature": ("temperature", float),
-    "top_p": ("top_p", float),
-    "top_k": ("top_k", int),
-    "min_p": ("min_p", float),
-    "repeat_penalty": ("repeat_penalty", float),
-    "presence_penalty": ("presence_penalty", float),
-    "frequency_penalty": ("frequency_penalty", float),
-    "seed": ("seed", int),
-    "num_predict": ("max_tokens", int),
-    "max_tokens": ("max_tokens", int),
-    "stop": ("stop", str),
-}
-
 HELP = """Available commands:
   /set parameter NAME VALUE   set a sampling parameter (/set parameter, alone, lists them)
   /set system TEXT            set the system message
@@ -60,14 +46,21 @@ Use \"\"\" to begin and end a multi-line message. Ctrl-C stops an answer."""
 
 
 class ChatSession:
-    def __init__(self, client: Client, model: str, keep_alive: str | None, verbose: bool) -> None:
+    def __init__(
+        self,
+        client: Client,
+        model: str,
+        keep_alive: str | None,
+        verbose: bool,
+        options: dict[str, Any] | None = None,
+    ) -> None:
         self.client = client
         self.model = model
         self.keep_alive = keep_alive
         self.verbose = verbose
         self.system: str | None = None
         self.history: list[dict[str, str]] = []
-        self.options: dict[str, Any] = {}
+        self.options: dict[str, Any] = dict(options or {})
 
     def loop(self) -> int:
         print('Send a message (/? for help, """ for several lines, Ctrl-D or /bye to exit)')
@@ -167,15 +160,13 @@ class ChatSession:
             print("Usage: /set parameter NAME VALUE, where NAME is one of:")
             print("  " + ", ".join(PARAMETERS))
             return
-        name, values = words[0], words[1:]
-        field, kind = PARAMETERS[name]
         try:
-            value = [kind(v) for v in values] if name == "stop" else kind(values[0])
-        except ValueError:
-            print(f"'{values[0]}' is not a valid value for {name}.")
+            field, value = parameters.parse(words[0], words[1:])
+        except parameters.BadParameter as exc:
+            print(f"{exc}.")
             return
         self.options[field] = value
-        print(f"Set parameter '{name}' to '{' '.join(values)}'")
+        print(f"Set parameter '{words[0]}' to '{' '.join(words[1:])}'")
 
     def _show(self, what: str) -> None:
         if what == "info":

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from localserve.cli import output
+from localserve.cli import output, parameters
 from localserve.cli.answer import stream_answer
 from localserve.cli.background import DaemonDidNotStart, ensure_daemon
 from localserve.cli.chat import ChatSession
 from localserve.cli.common import Failure, address_options, connect
-from localserve.cli.output import FAILED, OK, UNREACHABLE, spinner
+from localserve.cli.output import FAILED, OK, UNREACHABLE, USAGE, spinner
 from localserve.cli.progress import show_pull
 from localserve.cli.wrap import answer_writer
 from localserve.client import ApiError, Client
@@ -30,6 +31,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--verbose", action="store_true", help="print timings: TTFT, prompt and generation rates"
     )
     run.add_argument(
+        "--parameter",
+        "-p",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a sampling parameter, as /set parameter takes it (repeatable): temperature=0, "
+        "num_predict=100, top_k, top_p, min_p, repeat_penalty, seed, stop",
+    )
+    run.add_argument(
         "--keepalive",
         "--keep-alive",
         dest="keepalive",
@@ -41,6 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     settings, client = connect(args)
+    options = sampling_options(args.parameter)
     try:
         ensure_daemon(client, settings)
     except DaemonDidNotStart as exc:
@@ -55,8 +66,24 @@ def run_command(args: argparse.Namespace) -> int:
         if not prompt.strip():
             return OK
     if prompt:
-        return one_shot(client, args, prompt)
-    return ChatSession(client, args.model, args.keepalive, args.verbose).loop()
+        return one_shot(client, args, prompt, options)
+    return ChatSession(client, args.model, args.keepalive, args.verbose, options).loop()
+
+
+def sampling_options(given: list[str]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for item in given:
+        name, sep, value = item.partition("=")
+        try:
+            if not sep:
+                raise parameters.BadParameter(f"--parameter takes NAME=VALUE, not '{item}'")
+            field, parsed = parameters.parse(name.strip(), [value.strip()])
+        except parameters.BadParameter as exc:
+            raise Failure(str(exc), USAGE) from exc
+        if field == "stop" and "stop" in options:
+            parsed = [*options["stop"], *parsed]
+        options[field] = parsed
+    return options
 
 
 def ensure_model(client: Client, name: str, keep_alive: str | None) -> None:
@@ -81,8 +108,14 @@ def pull(client: Client, name: str) -> None:
         raise Failure(f"download of '{name}' failed: {exc.message}", FAILED) from exc
 
 
-def one_shot(client: Client, args: argparse.Namespace, prompt: str) -> int:
-    body = {"model": args.model, "messages": [{"role": "user", "content": prompt}]}
+def one_shot(
+    client: Client, args: argparse.Namespace, prompt: str, options: dict[str, Any]
+) -> int:
+    body: dict[str, Any] = {
+        "model": args.model,
+        "messages": [{"role": "user", "content": prompt}],
+        **options,
+    }
     if args.keepalive is not None:
         body["keep_alive"] = args.keepalive
     _, timings = stream_answer(client, body, answer_writer())
