@@ -83,6 +83,7 @@ class Library:
         manifest = self.find(parse_name(text))
         if manifest is None:
             raise self.not_found(text)
+        self.store.check_files(manifest)
         path = manifest.files[0].link if manifest.embedded else str(self.store.model_path(manifest))
         return ModelRef(manifest.name.short, str(path), manifest.format)
 

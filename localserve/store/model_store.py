@@ -19,6 +19,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from localserve.store.inspect import BadModelFile
 from localserve.store.manifest import Manifest, ManifestFile
 from localserve.store.names import BadName, ModelName, inside, parse_digest
 
@@ -35,13 +36,14 @@ def default_root() -> Path:
 
 
 def atomic_write(path: Path, text: str) -> None:
+    """Readers see the old file or the new one, never half of one. No fsync: with ordered
+    journalling it would also flush the blob just renamed (about 0.3 s for 250 MB here), and a
+    manifest lost to a power cut only means pulling again."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -109,6 +111,20 @@ class ModelStore:
         return path.is_file() and (size is None or path.stat().st_size == size)
 
     # -- where a model's runtime reads it ------------------------------------------------------
+
+    def check_files(self, manifest: Manifest) -> None:
+        """Every file is there at its recorded size: a moved link or a blob cut short by a power
+        cut (blobs are renamed into place without an fsync) is named, never loaded."""
+        for entry in manifest.files:
+            path = self.file_of(entry)
+            try:
+                size = path.stat().st_size
+            except OSError:
+                size = -1
+            if size != entry.size:
+                raise BadModelFile(
+                    f"model '{manifest.name.short}' is damaged: {path} should hold {entry.size} bytes "
+                    f"but {'is missing' if size < 0 else f'holds {size}'}; pull or import it again")
 
     def file_of(self, entry: ManifestFile) -> Path:
         return Path(entry.link) if entry.link else self.blob_path(entry.digest or "")
