@@ -80,6 +80,15 @@ class Client:
     def delete(self, name: str) -> None:
         self._json("DELETE", "/api/delete", {"model": name})
 
+    def import_model(self, path: str, name: str | None, copy: bool) -> JSON:
+        body: JSON = {"path": path, "copy": copy}
+        if name:
+            body["model"] = name
+        return self._json("POST", "/api/admin/import", body)
+
+    def scan(self, path: str) -> list[JSON]:
+        return list(self._json("POST", "/api/admin/scan", {"path": path}).get("models", []))
+
     def pull(self, name: str) -> Iterator[JSON]:
         """Ollama's progress objects, one by one; an `{"error"}` object raises ApiError."""
         for line in self._lines("POST", "/api/pull", {"model": name, "stream": True}):

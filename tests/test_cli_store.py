@@ -92,3 +92,29 @@ def test_a_failed_download_exits_1_with_the_reason(env, hub_env):
     assert done.returncode == 1
     assert "download of 'hf://gated/repo/model.gguf' failed" in done.stderr
     assert "HF_TOKEN" in done.stderr
+
+
+def test_import_links_a_file_and_list_shows_it_under_its_name(env, tmp_path: Path):
+    mine = tmp_path / "My-Model.Q4.gguf"
+    mine.write_bytes(smol_bytes().read_bytes())
+    done = localserve("import", str(mine), "--name", "mine:v1", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "imported 'mine:v1'" in done.stdout and "linked" in done.stdout
+    assert "mine:v1" in rows(localserve("list", env=env).stdout)
+
+
+def test_import_of_a_truncated_file_is_refused(env, tmp_path: Path):
+    half = tmp_path / "half.gguf"
+    half.write_bytes(smol_bytes().read_bytes()[: 1 << 20])
+    done = localserve("import", str(half), env=env)
+    assert done.returncode != 0
+    assert "not a usable GGUF" in done.stderr
+
+
+def test_scan_lists_the_gguf_files_under_a_folder(env, tmp_path: Path):
+    cache = tmp_path / "cache" / "org"
+    cache.mkdir(parents=True)
+    (cache / "a.gguf").write_bytes(smol_bytes().read_bytes())
+    done = localserve("scan", str(tmp_path / "cache"), env=env)
+    assert done.returncode == 0, done.stderr
+    assert "a.gguf" in done.stdout and "llama" in done.stdout

@@ -1,8 +1,10 @@
-"""The models on disk: `pull`, `list`, `show` and `rm` (Ollama's /api/pull, tags, show, delete)."""
+"""The models on disk: `pull`, `list`, `show` and `rm` (Ollama's /api/pull, tags, show, delete),
+and `import` and `scan` for models a user already has (our /api/admin/import and /scan)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from localserve.cli import output
@@ -31,6 +33,20 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                        description="Delete a model from the store.")
     p.add_argument("model", metavar="NAME", nargs="+")
     p.set_defaults(handler=rm_command)
+
+    p = sub.add_parser("import", parents=[address], help="register a GGUF file or ONNX folder",
+                       description="Register a model file (GGUF) or folder (ONNX) under a name. "
+                       "It is linked where it lies (rm never deletes it) unless --copy is given.")
+    p.add_argument("path", metavar="PATH")
+    p.add_argument("--name", help="the name to serve it under (default: from the file name)")
+    p.add_argument("--copy", action="store_true", help="copy it into the store instead of linking")
+    p.set_defaults(handler=import_command)
+
+    p = sub.add_parser("scan", parents=[address], help="list the models in a folder",
+                       description="List the GGUF files and ONNX folders under a folder, such as "
+                       "an LM Studio or llama.cpp cache, and say which are broken.")
+    p.add_argument("path", metavar="FOLDER")
+    p.set_defaults(handler=scan_command)
 
 
 def pull_command(args: argparse.Namespace) -> int:
@@ -66,6 +82,7 @@ def show_command(args: argparse.Namespace) -> int:
         ("embedding length", model_info.get(f"{arch}.embedding_length")),
         ("quantization", details.get("quantization_level")),
         ("format", details.get("format")),
+        ("chat template", _yes_no((info.get("localserve") or {}).get("has_chat_template"))),
     ]
     _section("Model", [(k, str(v)) for k, v in rows if v not in (None, "")])
     capabilities = info.get("capabilities") or []
@@ -80,6 +97,10 @@ def show_command(args: argparse.Namespace) -> int:
     return OK
 
 
+def _yes_no(value: object) -> str | None:
+    return None if value is None else ("yes" if value else "no")
+
+
 def _section(title: str, rows: list[tuple[str, str]]) -> None:
     output.stdout.print(f"  {title}", style="bold", markup=False)
     for label, value in rows:
@@ -92,4 +113,26 @@ def rm_command(args: argparse.Namespace) -> int:
     for name in args.model:
         client.delete(name)
         print(f"deleted '{name}'")
+    return OK
+
+
+def import_command(args: argparse.Namespace) -> int:
+    _, client = connect(args)
+    # The daemon reads the file, so it needs the path as this shell sees it, made absolute.
+    answer = client.import_model(os.path.abspath(os.path.expanduser(args.path)), args.name, args.copy)
+    how = "linked" if answer.get("linked") else "copied"
+    print(f"imported '{answer.get('model')}' ({answer.get('format')}, {output.size(answer.get('size'))}, {how})")
+    return OK
+
+
+def scan_command(args: argparse.Namespace) -> int:
+    _, client = connect(args)
+    rows = []
+    for found in client.scan(os.path.abspath(os.path.expanduser(args.path))):
+        facts: dict[str, Any] = found.get("facts") or {}
+        what = found.get("problem") or " ".join(
+            str(v) for v in (facts.get("architecture"), facts.get("quantization")) if v
+        )
+        rows.append((str(found.get("path")), output.size(found.get("size")), what))
+    output.table(("PATH", "SIZE", "MODEL"), rows)
     return OK
