@@ -67,6 +67,12 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         help="seconds a request for a swapped-out model may be passed over before the models "
         "in its way stop taking new requests",
     )
+    serve.add_argument(
+        "--batch-delay-ms",
+        type=float,
+        default=10.0,
+        help="ONNX models: how long a new batch waits for more requests to join it",
+    )
     serve.add_argument("--verbose", "-v", action="store_true", help="log debug detail")
 
 
@@ -113,6 +119,8 @@ def serve_command(args: argparse.Namespace) -> int:
         keep_alive_s=keep_alive,
         max_pass_over_s=args.max_pass_over,
         load_timeout_s=args.load_timeout,
+        batch_delay_ms=args.batch_delay_ms,
+        models_dir=settings.models_dir,
     )
     models = args.model or ([] if args.no_default_model else ["smollm2"])
     try:
