@@ -6,9 +6,27 @@ differently (onnxruntime-genai's static generator batches) brings its own, behin
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from typing import Callable, Protocol, Sized
 
+from localserve.backends.base import ModelInfo
+from localserve.engine.errors import ContextOverflow, QueueFull
 from localserve.engine.sequence import Sequence
+
+
+def enqueue(
+    waiting: deque[Sequence], lock: threading.Lock, seq: Sequence, limit: int,
+    info: ModelInfo, prompt_field: str,
+) -> None:
+    """The admission rule every batcher shares: refuse at once a prompt that can never fit a
+    slot, and a request that would wait past the queue's bound; otherwise queue it."""
+    if seq.prompt_tokens >= info.n_ctx_slot:
+        raise ContextOverflow(seq.prompt_tokens, info.n_ctx_slot, prompt_field)
+    with lock:
+        if len(waiting) >= limit:
+            raise QueueFull(info.name, limit)
+        waiting.append(seq)
 
 
 class Batcher(Protocol):

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from localserve.backends.onnx_genai import OnnxGenaiBackend
-from localserve.engine.errors import ContextOverflow, QueueFull
+from localserve.engine.batcher import enqueue
 from localserve.engine.outputs import Outbox, accept_token, deliver, drain, end_sequence
 from localserve.engine.sequence import Delta, Sequence, Status
 
@@ -81,13 +81,7 @@ class OnnxBatcher:
         self._wake = wake
 
     def submit(self, seq: Sequence, prompt_field: str = "prompt") -> None:
-        n_ctx = self.backend.info.n_ctx_slot
-        if seq.prompt_tokens >= n_ctx:
-            raise ContextOverflow(seq.prompt_tokens, n_ctx, prompt_field)
-        with self._lock:
-            if len(self.waiting) >= self.policy.max_waiting:
-                raise QueueFull(self.backend.info.name, self.policy.max_waiting)
-            self.waiting.append(seq)
+        enqueue(self.waiting, self._lock, seq, self.policy.max_waiting, self.backend.info, prompt_field)
         self._wake()
         self._arm_timer()
 

@@ -17,7 +17,8 @@ from typing import Callable
 from localserve.backends.base import Backend, EmbeddingBackend, StepChunk, StepPlan
 from localserve.engine.embedding import EmbeddingJob
 from localserve.engine.embedding_lane import EmbeddingLane
-from localserve.engine.errors import BadRequest, ContextOverflow, QueueFull
+from localserve.engine.batcher import enqueue
+from localserve.engine.errors import BadRequest
 from localserve.engine.outputs import Outbox, accept_token, deliver, end_sequence
 from localserve.engine.sequence import Delta, Sequence, Status
 
@@ -57,13 +58,7 @@ class Scheduler:
 
     def submit(self, seq: Sequence, prompt_field: str = "prompt") -> None:
         """Queue a sequence, or refuse it at once if it can never run or the queue is full."""
-        n_ctx = self.backend.info.n_ctx_slot
-        if seq.prompt_tokens >= n_ctx:
-            raise ContextOverflow(seq.prompt_tokens, n_ctx, prompt_field)
-        with self._lock:
-            if len(self.waiting) >= self.max_waiting:
-                raise QueueFull(self.backend.info.name, self.max_waiting)
-            self.waiting.append(seq)
+        enqueue(self.waiting, self._lock, seq, self.max_waiting, self.backend.info, prompt_field)
         self._wake()
 
     def submit_embedding(self, job: EmbeddingJob) -> None:
