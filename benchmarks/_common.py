@@ -106,9 +106,11 @@ class Results:
 
 def client_session() -> aiohttp.ClientSession:
     # Queued requests on a serial server can wait minutes; only a stalled read is an error.
-    # No connection limit: the scripts' own worker counts set the concurrency.
+    # No connection limit: the scripts' own worker counts set the concurrency. A connection
+    # per request: llama.cpp's llama-server closes idle keep-alive connections under the
+    # client, which then fails to write its next request ("Can not write request body").
     return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_read=600),
-                                 connector=aiohttp.TCPConnector(limit=0))
+                                 connector=aiohttp.TCPConnector(limit=0, force_close=True))
 
 
 async def stream_chat(session: aiohttp.ClientSession, base: str, model: str, prompt: str,

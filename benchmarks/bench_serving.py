@@ -33,8 +33,11 @@ from _common import (PROMPTS, REPO, Results, Sample, cli, client_session, div, f
 START, END = "<!-- bench_serving:start -->", "<!-- bench_serving:end -->"
 # "llama-cpp-python" gets localserve's thread count; "-default" runs it exactly as shipped
 # (cpu_count // 2 threads), which is the baseline the engine issue names.
-SERVERS = ("localserve", "llama-cpp-python", "llama-cpp-python-default")
+SERVERS = ("localserve", "llama-cpp-python", "llama-cpp-python-default", "llama-server")
 BASELINES = SERVERS[1:]
+# llama.cpp's C++ server is not on PyPI: build it from the llama.cpp sources vendored in
+# llama-cpp-python's sdist (same kernels) and name the binary with --llama-server.
+LLAMA_SERVER_BIN = os.environ.get("LLAMA_SERVER", "")
 
 @dataclass
 class Level(Results):
@@ -54,6 +57,10 @@ def server_command(name: str, model_path: str, port: int, threads: int) -> tuple
         cmd = [py, "-m", "localserve", "serve", "--model", "smollm2", "--host", "127.0.0.1",
                "--port", str(port), "--parallel", "16", "--ctx", "2048",
                "--threads", str(threads)]
+        return cmd, "/health"
+    if name == "llama-server":
+        cmd = [LLAMA_SERVER_BIN, "-m", model_path, "--host", "127.0.0.1", "--port", str(port),
+               "-np", "16", "-c", str(16 * 2048), "-t", str(threads), "-tb", str(threads)]
         return cmd, "/health"
     cmd = [py, "-m", "llama_cpp.server", "--model", model_path, "--host", "127.0.0.1",
            "--port", str(port), "--n_ctx", "2048", "--interrupt_requests", "False"]
@@ -119,6 +126,8 @@ async def bench_server(
         for c in levels:
             level = await run_level(session, server, base, model, c, rounds, max_tokens)
             print(row(level), flush=True)
+            for error in sorted({s.error for s in level.samples if s.error}):
+                print(f"  {server} error: {error}", flush=True)
             results.append(level)
         return results
 
@@ -193,8 +202,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                    help="CPU threads given to each server (default: all usable cores)")
     p.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
+    p.add_argument("--llama-server", default=LLAMA_SERVER_BIN, metavar="BIN",
+                   help="llama.cpp's llama-server binary (env LLAMA_SERVER); without it that "
+                   "server is skipped")
     args = p.parse_args(argv)
     args.servers = [s.strip() for s in args.servers.split(",") if s.strip()]
+    if not args.llama_server and "llama-server" in args.servers:
+        args.servers.remove("llama-server")
     unknown = set(args.servers) - set(SERVERS)
     if unknown:
         p.error(f"unknown server(s): {', '.join(sorted(unknown))}")
@@ -202,7 +216,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str]) -> int:
+    global LLAMA_SERVER_BIN
     args = parse_args(argv)
+    LLAMA_SERVER_BIN = args.llama_server
     from localserve.store.resolve import resolve
 
     model_path = resolve("smollm2").path

@@ -589,7 +589,9 @@ def test_load_abandoned_by_its_client_leaves_no_unaccounted_memory(
     client = openai.OpenAI(base_url=f"{url}/v1", api_key="none", timeout=0.8, max_retries=0)
     try:
         with pytest.raises(openai.APITimeoutError):
-            chat(client, GEMMA)  # SmolLM2 is idle: evicted at once, then Gemma loads (~1 s)
+            # SmolLM2 is idle: evicted at once, then Gemma loads (~1 s, less on a quiet
+            # machine with the file cached: the long answer keeps the client waiting anyway).
+            chat(client, GEMMA, max_tokens=400)
     finally:
         client.close()
 

@@ -245,6 +245,15 @@ class LlamaCppBackend:
     def seq_trim(self, slot: int, keep: int) -> bool:
         return bool(ll.llama_memory_seq_rm(self._mem, slot, keep, -1))
 
+    def seq_copy(self, source: int, slot: int) -> None:
+        """Make `slot` hold what `source` holds (the caller trims it to the shared prefix).
+
+        Each slot has its own KV stream, and llama.cpp copies across streams only whole: the
+        cells' bookkeeping moves now, the data at the start of the next decode, before that
+        decode writes anything.
+        """
+        ll.llama_memory_seq_cp(self._mem, source, slot, -1, -1)
+
     def _build_sampler(self, p: SamplingParams) -> ll.llama_sampler_p:
         chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
         if p.has_penalties:

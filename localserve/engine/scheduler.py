@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 
 # What one more micro-batch per step is worth in prefill tokens skipped (see _pick_slot).
 RUN_COST_TOKENS = 256
+# Copying another slot's cells costs a copy of its whole KV stream (a few ms here, about what
+# prefilling one or two tokens costs): borrow a prefix only when it saves more than this.
+MIN_BORROW_TOKENS = 8
 
 
 class Scheduler:
@@ -155,6 +158,7 @@ class Scheduler:
                 seq = self.waiting.popleft()
             slot, cached = self._pick_slot(seq.prompt)
             try:
+                cached = self._borrow_prefix(seq.prompt, slot, cached)
                 self._start_in_slot(seq, slot, cached)
             except Exception as exc:  # the slot goes back; only this request fails
                 log.exception("could not start a sequence on %s", self.backend.info.name)
@@ -188,6 +192,29 @@ class Scheduler:
         best = max(self.free_slots, key=score)
         self.free_slots.remove(best)
         return best, cached[best]
+
+    def _borrow_prefix(self, prompt: list[int], slot: int, cached: int) -> int:
+        """Copy into `slot` the cells of another slot that holds a longer prefix of `prompt`.
+
+        Concurrent requests often share their start (a system prompt, the chat template, a
+        document asked about twice); a slot of their own rarely holds it, another slot often
+        does, finished or still running (a running sequence's prefilled prompt cells no longer
+        change). Returns how many leading prompt tokens `slot` now holds.
+        """
+        copy = getattr(self.backend, "seq_copy", None)
+        if copy is None:
+            return cached
+        held = [(s, self.slot_tokens[s]) for s in self.free_slots]
+        held += [(r.slot, r.prompt[: r.n_prefilled]) for r in self.running if r.slot is not None]
+        source, best = None, cached
+        for other, tokens in held:
+            n = _common_prefix(tokens, prompt)
+            if n > best:
+                source, best = other, n
+        if source is None or best - cached < MIN_BORROW_TOKENS:
+            return cached
+        copy(source, slot)
+        return best
 
     def _start_in_slot(self, seq: Sequence, slot: int, cached: int) -> None:
         # At least the last prompt token is run again: its logits give the first new token.
