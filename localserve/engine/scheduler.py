@@ -156,9 +156,9 @@ class Scheduler:
         while self.free_slots and self.waiting:
             with self._lock:
                 seq = self.waiting.popleft()
-            slot, cached = self._pick_slot(seq.prompt)
+            slot, held = self._pick_slot(seq.prompt)
             try:
-                cached = self._borrow_prefix(seq.prompt, slot, cached)
+                cached = self._borrow_prefix(seq.prompt, slot, held)
                 self._start_in_slot(seq, slot, cached)
             except Exception as exc:  # the slot goes back; only this request fails
                 log.exception("could not start a sequence on %s", self.backend.info.name)
@@ -170,14 +170,14 @@ class Scheduler:
             seq.status = Status.RUNNING
             self.running.append(seq)
 
-    def _pick_slot(self, prompt: list[int]) -> tuple[int, int]:
+    def _pick_slot(self, prompt: list[int]) -> tuple[int, dict[int, int]]:
         """The free slot that best trades a cached prefix against a compact running set.
 
         llama.cpp runs one micro-batch per run of consecutive busy slots, each a full pass over
         the weights, so a slot that starts a new run costs about as much per step as a couple of
         prefill tokens. When every slot is about to be busy anyway the runs merge by themselves,
-        and only the cache counts. Ties go to the least recently used slot. Returns the slot and
-        how many leading prompt tokens its cells already hold.
+        and only the cache counts. Ties go to the least recently used slot. Returns the slot, and
+        how many leading prompt tokens each slot that was free holds (the chosen one included).
         """
         busy = {s.slot for s in self.running}
         filling_up = len(busy) + len(self.waiting) + 1 >= len(self.slot_tokens)
@@ -191,26 +191,29 @@ class Scheduler:
 
         best = max(self.free_slots, key=score)
         self.free_slots.remove(best)
-        return best, cached[best]
+        return best, cached
 
-    def _borrow_prefix(self, prompt: list[int], slot: int, cached: int) -> int:
+    def _borrow_prefix(self, prompt: list[int], slot: int, held_by_free: dict[int, int]) -> int:
         """Copy into `slot` the cells of another slot that holds a longer prefix of `prompt`.
 
         Concurrent requests often share their start (a system prompt, the chat template, a
         document asked about twice); a slot of their own rarely holds it, another slot often
         does, finished or still running (a running sequence's prefilled prompt cells no longer
-        change). Returns how many leading prompt tokens `slot` now holds.
+        change). `held_by_free` is what `_pick_slot` found the free slots hold. Returns how many
+        leading prompt tokens `slot` now holds.
         """
+        cached = held_by_free[slot]
         copy = getattr(self.backend, "seq_copy", None)
         if copy is None:
             return cached
-        held = [(s, self.slot_tokens[s]) for s in self.free_slots]
-        held += [(r.slot, r.prompt[: r.n_prefilled]) for r in self.running if r.slot is not None]
         source, best = None, cached
-        for other, tokens in held:
-            n = _common_prefix(tokens, prompt)
+        for other, n in held_by_free.items():
             if n > best:
                 source, best = other, n
+        for running in self.running:
+            n = _common_prefix(running.prompt[: running.n_prefilled], prompt)
+            if n > best and running.slot is not None:
+                source, best = running.slot, n
         if source is None or best - cached < MIN_BORROW_TOKENS:
             return cached
         copy(source, slot)

@@ -22,6 +22,7 @@ from localserve.server.admin_api import parameter_size
 from localserve.server.errors import classify
 from localserve.server.openai_api import read_json
 from localserve.server.state import MANAGER
+from localserve.store.hub import looks_like_ref, parse_ref
 from localserve.store.importer import import_model, scan
 from localserve.store.library import Library
 from localserve.store.manifest import Manifest
@@ -156,8 +157,6 @@ async def pull(request: web.Request) -> web.StreamResponse:
 
 
 def _check_pullable(library: Library, name: str) -> None:
-    from localserve.store.hub import looks_like_ref, parse_ref
-
     if looks_like_ref(name):
         parse_ref(name)
         return

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from localserve.engine.errors import ModelNotFound
 from localserve.store.catalog import Catalog, CatalogEntry
 from localserve.store.download import fetch_blob
 from localserve.store.hub import HubRef, PullError, RemoteFile, file_url, list_files, looks_like_ref, parse_ref, pick_files
@@ -58,8 +59,6 @@ def plan_pull(text: str, catalog: Catalog) -> PullPlan:
     name = parse_name(text)
     entry = catalog.get(name)
     if entry is None:
-        from localserve.engine.errors import ModelNotFound
-
         close = catalog.suggest(text)
         hint = f"did you mean {', '.join(close)}?" if close else "see the catalog for names"
         raise ModelNotFound(text, f"it is not in the catalog; {hint}")
