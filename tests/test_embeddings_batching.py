@@ -129,7 +129,7 @@ def test_the_model_pooling_type_chooses_the_row(loop, pooling: str, expected: in
 def test_chunks_of_an_embedding_step_are_in_ascending_slot_order(loop) -> None:
     backend = FakeBackend(n_slots=4)
     sched = Scheduler(backend, step_tokens=64)
-    sched.free_slots = [2, 0, 3, 1]
+    sched.slots.free = [2, 0, 3, 1]
     job = EmbeddingJob([[1], [2], [3], [4]], loop)
     sched.submit_embedding(job)
     run_until_done(sched, loop, job)
@@ -145,7 +145,7 @@ def test_more_inputs_than_slots_wait_for_slots_and_all_come_back_in_order(loop) 
     (vectors,) = run_until_done(sched, loop, job)
     assert [v[0] for v in vectors] == [1, 2, 3, 4, 5]
     assert len(embed_calls(backend)) == 3
-    assert sorted(sched.free_slots) == [0, 1]
+    assert sorted(sched.slots.free) == [0, 1]
 
 
 def test_a_slot_returned_by_an_embedding_holds_its_tokens_for_prefix_reuse(loop) -> None:
@@ -154,7 +154,7 @@ def test_a_slot_returned_by_an_embedding_holds_its_tokens_for_prefix_reuse(loop)
     job = EmbeddingJob([[5, 6, 7]], loop)
     sched.submit_embedding(job)
     run_until_done(sched, loop, job)
-    assert sched.slot_tokens[0] == [5, 6, 7]
+    assert sched.slots.tokens[0] == [5, 6, 7]
 
 
 def test_embedding_and_generation_steps_take_turns(loop) -> None:
@@ -176,7 +176,7 @@ def test_a_cancelled_request_frees_its_slots(loop) -> None:
     job.cancel()
     sched.step()
     assert not sched.has_work()
-    assert sorted(sched.free_slots) == [0, 1]
+    assert sorted(sched.slots.free) == [0, 1]
 
 
 def test_an_input_longer_than_a_slot_context_is_refused_at_once(loop) -> None:

@@ -9,7 +9,7 @@ import pytest
 from localserve.backends.base import ModelInfo, StepPlan
 from localserve.engine.errors import ContextOverflow, QueueFull
 from localserve.engine.sampling import SamplingParams
-from localserve.engine.scheduler import Scheduler
+from localserve.engine.scheduler import MAX_DEFERRALS, Scheduler
 from localserve.engine.sequence import Sequence
 
 EOS = 0
@@ -92,7 +92,7 @@ def test_max_tokens_finishes_with_length_and_frees_the_slot(loop) -> None:
     sched.step()
     assert seq.finish_reason == "length"
     assert seq.generated == [7, 7]
-    assert sched.free_slots == [0] and not sched.running
+    assert sched.slots.free == [0] and not sched.running
 
 
 def test_waiting_sequence_takes_the_slot_a_finished_one_frees(loop) -> None:
@@ -115,7 +115,7 @@ def test_cancelled_sequence_frees_its_slot_at_the_next_step(loop) -> None:
     sched.step()
     seq.cancel()
     sched.step()
-    assert not sched.running and sched.free_slots == [0]
+    assert not sched.running and sched.slots.free == [0]
 
 
 def test_full_waiting_queue_refuses_at_once(loop) -> None:
@@ -138,7 +138,7 @@ def test_prompt_sharing_a_prefix_goes_to_the_slot_holding_it_and_skips_that_pref
     first = Sequence([5, 6, 7, 8], SamplingParams(temperature=0), 1, loop)
     sched.submit(first)
     sched.step()
-    first_slot = sched.slot_tokens.index([5, 6, 7, 8])
+    first_slot = sched.slots.tokens.index([5, 6, 7, 8])
     follow_up = Sequence([5, 6, 7, 8, 9, 10], SamplingParams(temperature=0), 1, loop)
     sched.submit(follow_up)
     sched.step()
@@ -168,7 +168,7 @@ def test_sequence_that_fails_to_start_gets_an_error_and_gives_its_slot_back(loop
     seq = make_seq(loop, 2)
     sched.submit(seq)
     sched.step()
-    assert seq.finish_reason == "error" and sched.free_slots == [0]
+    assert seq.finish_reason == "error" and sched.slots.free == [0]
     loop.run_until_complete(asyncio.sleep(0))
     assert seq.outputs.get_nowait().error == "no sampler for you"
 
@@ -194,3 +194,31 @@ def test_new_sequence_joins_next_to_the_running_ones(loop) -> None:
     sched.submit(second)
     sched.step()
     assert abs(first.slot - second.slot) == 1
+
+
+def test_short_prompts_sample_their_first_token_before_a_long_one_prefills(loop) -> None:
+    backend = FakeBackend(n_slots=4, n_ctx=4096)
+    sched = Scheduler(backend)
+    long = make_seq(loop, 200)
+    shorts = [make_seq(loop, 2) for _ in range(3)]
+    for seq in (long, *shorts):
+        sched.submit(seq)
+    sched.step()
+    assert all(len(s.generated) == 1 for s in shorts)
+    assert long.n_prefilled == 0
+    sched.step()
+    assert len(long.generated) == 1 and all(len(s.generated) == 2 for s in shorts)
+
+
+def test_a_long_prompt_is_put_off_for_a_bounded_number_of_steps(loop) -> None:
+    backend = FakeBackend(n_slots=3, n_ctx=4096)
+    sched = Scheduler(backend)
+    long = make_seq(loop, 100)
+    sched.submit(long)
+    steps = 0
+    while long.n_prefilled == 0:
+        # A new short prompt every step, each finishing at its first token.
+        sched.submit(make_seq(loop, 2, max_new=1))
+        sched.step()
+        steps += 1
+        assert steps <= MAX_DEFERRALS + 2, "a steady stream of short prompts starved a long one"

@@ -141,6 +141,7 @@ class LlamaCppBackend:
             raise LoadFailed(f"llama.cpp could not create a context for {path}")
         self._ctx = ctx
         self._mem = ll.llama_get_memory(ctx)
+        self._n_swa = int(ll.llama_model_n_swa(model))
         self._n_batch = n_batch
         self._batch = ll.llama_batch_init(n_batch, 0, 1)
         for i in range(n_batch):
@@ -243,7 +244,14 @@ class LlamaCppBackend:
             ll.llama_sampler_free(chain)
 
     def seq_trim(self, slot: int, keep: int) -> bool:
-        return bool(ll.llama_memory_seq_rm(self._mem, slot, keep, -1))
+        if not ll.llama_memory_seq_rm(self._mem, slot, keep, -1):
+            return False
+        # Sliding-window layers drop cells that fall out of the window as a sequence grows, so
+        # a prefix cut far enough back lacks the cells its next token attends to. llama.cpp's
+        # server makes the same check before reusing a slot.
+        if keep > 0 and self._n_swa > 0:
+            return ll.llama_memory_seq_pos_min(self._mem, slot) <= max(0, keep - self._n_swa)
+        return True
 
     def seq_copy(self, source: int, slot: int) -> None:
         """Make `slot` hold what `source` holds (the caller trims it to the shared prefix).
@@ -253,6 +261,22 @@ class LlamaCppBackend:
         decode writes anything.
         """
         ll.llama_memory_seq_cp(self._mem, source, slot, -1, -1)
+
+    def seq_save(self, slot: int) -> bytearray:
+        """The cells of `slot`, serialized by llama.cpp, for seq_restore into any slot."""
+        size = ll.llama_state_seq_get_size(self._ctx, slot)
+        state = bytearray(size)
+        buf = (ctypes.c_uint8 * size).from_buffer(state)
+        written = ll.llama_state_seq_get_data(self._ctx, buf, size, slot)
+        del buf  # a bytearray cannot shrink while a ctypes view of it exists
+        if written != size:
+            del state[written:]
+        return state
+
+    def seq_restore(self, slot: int, state: bytearray) -> bool:
+        """Make `slot` hold the cells saved by seq_save; False if llama.cpp refused them."""
+        buf = (ctypes.c_uint8 * len(state)).from_buffer(state)
+        return ll.llama_state_seq_set_data(self._ctx, buf, len(state), slot) > 0
 
     def _build_sampler(self, p: SamplingParams) -> ll.llama_sampler_p:
         chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())

@@ -51,6 +51,13 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         help="memory models may use, e.g. 4GiB (default: available RAM less 1 GiB)",
     )
     serve.add_argument(
+        "--prompt-cache",
+        metavar="SIZE",
+        default="256MiB",
+        help="memory per model for conversations saved when their slot goes to another "
+        "request, so they resume without prefilling again (0: off; at most the slots' KV size)",
+    )
+    serve.add_argument(
         "--max-loaded-models", type=int, help="cap on resident models (0: no cap)"
     )
     serve.add_argument(
@@ -101,6 +108,7 @@ def serve_command(args: argparse.Namespace) -> int:
     )
     try:
         budget = parse_size(settings.memory_budget) if settings.memory_budget else None
+        prompt_cache = parse_size(args.prompt_cache)
         keep_alive = parse_keep_alive(settings.keep_alive, "--keep-alive")
     except (ValueError, BadRequest) as exc:
         print(f"localserve: {exc}", file=sys.stderr)
@@ -114,6 +122,7 @@ def serve_command(args: argparse.Namespace) -> int:
         n_threads=settings.threads,
         step_tokens=args.step_tokens,
         max_waiting=args.max_queue,
+        prompt_cache_bytes=prompt_cache,
         memory_budget=budget,
         max_loaded_models=settings.max_loaded_models,
         keep_alive_s=keep_alive,

@@ -98,7 +98,7 @@ class EmbeddingLane:
 
     def _admit(self) -> None:
         budget = self.rows - sum(i.remaining for i in self.running)
-        while budget > 0 and self.waiting and self.scheduler.free_slots:
+        while budget > 0 and self.waiting and self.scheduler.slots.free:
             with self._lock:
                 inp = self.waiting.popleft()
             inp.slot = self.scheduler.lend_slot()

@@ -1,8 +1,8 @@
 """How much memory a model will take, worked out from its GGUF header before it is loaded.
 
-weights + KV cache for every slot + llama.cpp's compute and output buffers. The KV term is
-layers x kv heads x head dim x 2 (K and V) x 2 bytes (f16) x cells; sliding-window layers
-only keep their window. Compute buffers are dominated by the logits of one micro-batch.
+weights + KV cache for every slot + llama.cpp's compute and output buffers + the prompt cache.
+The KV term is layers x kv heads x head dim x 2 (K and V) x 2 bytes (f16) x cells; sliding-window
+layers only keep their window. Compute buffers are dominated by the logits of one micro-batch.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from localserve.store.gguf_file import GGUFHeader
 F16 = 2
 F32 = 4
 PAD = 256  # llama.cpp rounds KV cache sizes up to this many cells
+DEFAULT_PROMPT_CACHE = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -22,10 +23,13 @@ class MemoryEstimate:
     weights: int
     kv_cache: int
     compute: int
+    # Host memory for slot contents saved after their slot went to another prompt
+    # (engine/prompt_cache.py): filled as slots are reused, never past this.
+    prompt_cache: int = 0
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv_cache + self.compute
+        return self.weights + self.kv_cache + self.compute + self.prompt_cache
 
     def as_dict(self) -> dict[str, int]:
         return {**asdict(self), "total": self.total}
@@ -36,9 +40,19 @@ def _pad(n: int) -> int:
 
 
 def estimate(
-    header: GGUFHeader, n_slots: int, n_ctx_slot: int, n_ubatch: int, swa_full: bool = True
+    header: GGUFHeader,
+    n_slots: int,
+    n_ctx_slot: int,
+    n_ubatch: int,
+    swa_full: bool = True,
+    prompt_cache_limit: int = DEFAULT_PROMPT_CACHE,
 ) -> MemoryEstimate:
-    """`swa_full` mirrors llama.cpp's default: sliding-window layers get a full-size cache."""
+    """`swa_full` mirrors llama.cpp's default: sliding-window layers get a full-size cache.
+
+    The prompt cache gets `prompt_cache_limit`, or as much as the slots' KV cache when that is
+    less (more would outlast its use for a small model). Models with sliding-window layers get
+    none: their saved cells hold only the window, too little to restore a prefix from.
+    """
     n_layer = int(header.arch_value("block_count", 0))
     n_embd = int(header.arch_value("embedding_length", 0))
     n_head = int(header.arch_value("attention.head_count", 1) or 1)
@@ -61,7 +75,8 @@ def estimate(
     # it to a bounded number of rows of logits and hidden states (engine/embedding.py).
     embedding_output = embedding_output_bytes(n_vocab, n_embd, n_slots, n_ubatch)
     compute += max(n_slots * n_vocab * F32, embedding_output)
-    return MemoryEstimate(header.weights_bytes, kv, compute)
+    prompt_cache = 0 if window else min(prompt_cache_limit, kv)
+    return MemoryEstimate(header.weights_bytes, kv, compute, prompt_cache)
 
 
 def _sliding_layers(header: GGUFHeader, n_layer: int) -> int:

@@ -37,15 +37,20 @@ def estimate_load(ref: ModelRef, opts: EngineOptions) -> MemoryEstimate:
         raise LoadFailed(f"cannot load '{ref.name}' from {ref.path}: {exc}") from None
     except OSError as exc:
         raise LoadFailed(f"cannot read '{ref.name}' at {ref.path}: {exc}") from None
-    return estimate(header, opts.n_slots, opts.n_ctx_slot, opts.step_tokens)
+    return estimate(
+        header, opts.n_slots, opts.n_ctx_slot, opts.step_tokens,
+        prompt_cache_limit=opts.prompt_cache_bytes,
+    )
 
 
-def load(ref: ModelRef, opts: EngineOptions) -> LoadedRuntime:
-    """Build the backend and its batcher (blocking: call on a worker thread)."""
+def load(ref: ModelRef, opts: EngineOptions, need: MemoryEstimate) -> LoadedRuntime:
+    """Build the backend and its batcher (blocking: call on a worker thread); `need` is what
+    estimate_load reserved for it."""
     if ref.format == "onnx":
         return _load_onnx(ref, opts)
     # Imported here so that a format's runtime is only imported when such a model loads.
     from localserve.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
+    from localserve.engine.prompt_cache import PromptCache
     from localserve.engine.scheduler import Scheduler
 
     backend_opts = LlamaCppOptions(
@@ -55,7 +60,10 @@ def load(ref: ModelRef, opts: EngineOptions) -> LoadedRuntime:
         **({"n_threads": opts.n_threads} if opts.n_threads > 0 else {}),
     )
     backend = LlamaCppBackend(ref.name, ref.path, backend_opts)
-    scheduler = Scheduler(backend, max_waiting=opts.max_waiting, step_tokens=opts.step_tokens)
+    cache = PromptCache(need.prompt_cache) if need.prompt_cache > 0 else None
+    scheduler = Scheduler(
+        backend, max_waiting=opts.max_waiting, step_tokens=opts.step_tokens, prompt_cache=cache
+    )
     return LoadedRuntime(backend, scheduler, sum(backend.buffers.values()))
 
 

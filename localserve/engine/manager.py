@@ -156,7 +156,7 @@ class ModelManager:
         opts = self.options
         rss_before = psutil.Process().memory_info().rss
         t0 = time.perf_counter()
-        runtime = load(ref, opts)
+        runtime = load(ref, opts, need)
         model = ResidentModel(runtime.backend, runtime.batcher, device=self.pool.device)
         model.load_seconds = time.perf_counter() - t0
         model.estimate = need

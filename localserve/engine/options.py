@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from localserve.engine.estimate import DEFAULT_PROMPT_CACHE
 from localserve.engine.keep_alive import DEFAULT_KEEP_ALIVE
 
 
@@ -16,6 +17,8 @@ class EngineOptions:
     n_threads: int = 0
     step_tokens: int = 512
     max_waiting: int = 64
+    # Bytes of saved slot contents each GGUF model may keep (engine/prompt_cache.py); 0: none.
+    prompt_cache_bytes: int = DEFAULT_PROMPT_CACHE
     memory_budget: int | None = None
     max_loaded_models: int = 0
     keep_alive_s: float | None = DEFAULT_KEEP_ALIVE

@@ -1,8 +1,8 @@
 """The continuous batcher of one model: which sequences run in the next step, and what came out.
 
 Sequences join and leave between steps. Each step holds one decode token for every running
-sequence, then prefill chunks of newly admitted ones under a per-step token budget (chunked
-prefill), so a long prompt never stalls the streams already running. When the backend can embed,
+sequence, then prefill chunks of newly admitted ones, shortest first, under a per-step token
+budget (chunked prefill), so a long prompt never stalls the streams already running. When the backend can embed,
 embedding inputs borrow free slots too, and embedding steps take turns with generation steps.
 """
 
@@ -20,32 +20,34 @@ from localserve.engine.embedding_lane import EmbeddingLane
 from localserve.engine.batcher import enqueue
 from localserve.engine.errors import BadRequest
 from localserve.engine.outputs import Outbox, accept_token, deliver, end_sequence
+from localserve.engine.prompt_cache import PromptCache
 from localserve.engine.sequence import Delta, Sequence, Status
+from localserve.engine.slots import Slots
 
 log = logging.getLogger(__name__)
 
-# What one more micro-batch per step is worth in prefill tokens skipped (see _pick_slot).
-RUN_COST_TOKENS = 256
-# Copying another slot's cells costs a copy of its whole KV stream (a few ms here, about what
-# prefilling one or two tokens costs): borrow a prefix only when it saves more than this.
-MIN_BORROW_TOKENS = 8
+# A step's fixed cost, one pass over the weights, in tokens' worth of compute (see _defer).
+STEP_COST_TOKENS = 2
+# The most steps a prompt's prefill may be put off for shorter ones.
+MAX_DEFERRALS = 16
 
 
 class Scheduler:
     """Waiting and running sequences of one model, stepped by its device's engine loop."""
 
-    def __init__(self, backend: Backend, max_waiting: int = 64, step_tokens: int = 512) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        max_waiting: int = 64,
+        step_tokens: int = 512,
+        prompt_cache: PromptCache | None = None,
+    ) -> None:
         self.backend = backend
         self.max_waiting = max_waiting
         self.step_tokens = max(step_tokens, backend.info.n_slots)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
-        n_slots = backend.info.n_slots
-        self.free_slots: list[int] = list(range(n_slots - 1, -1, -1))
-        # What each slot's KV cells hold: a new prompt that shares a prefix with them (the next
-        # turn of a chat, the same system prompt) skips prefilling that prefix.
-        self.slot_tokens: list[list[int]] = [[] for _ in range(n_slots)]
-        self._slot_used_at: list[int] = [0] * n_slots
+        self.slots = Slots(backend, prompt_cache)
         self.steps = 0
         self._lock = threading.Lock()
         self._wake: Callable[[], None] = lambda: None
@@ -78,6 +80,10 @@ class Scheduler:
         self._wake()
 
     @property
+    def prompt_cache(self) -> PromptCache | None:
+        return self.slots.cache
+
+    @property
     def busy(self) -> int:
         """Sequences running or waiting: what keeps the model from being idle."""
         lane = self.embeddings.busy if self.embeddings else 0
@@ -103,24 +109,13 @@ class Scheduler:
         self._generation_step()
 
     def lend_slot(self) -> int:
-        """A free slot for an embedding input, its cells wiped (embedding runs from position 0).
-
-        The lowest free slot: embedding inputs then sit next to each other, in few micro-batches.
-        """
-        slot = min(self.free_slots)
-        self.free_slots.remove(slot)
-        self._forget_slot(slot)
-        return slot
+        """A free slot for an embedding input, its cells wiped."""
+        return self.slots.lend()
 
     def return_slot(self, slot: int, tokens: list[int] | None) -> None:
         """Take back a lent slot; `tokens` is what its cells hold, None if they are not to be
         trusted."""
-        if tokens is None:
-            self._forget_slot(slot)
-        else:
-            self.slot_tokens[slot] = tokens
-        self._slot_used_at[slot] = self.steps
-        self.free_slots.append(slot)
+        self.slots.put_back(slot, tokens, self.steps)
 
     def _generation_step(self) -> None:
         """Plan one forward pass, run it, and deliver what each sequence produced."""
@@ -153,105 +148,67 @@ class Scheduler:
                 self.waiting = deque(s for s in self.waiting if not s.cancelled)
 
     def _admit(self, outbox: Outbox) -> None:
-        while self.free_slots and self.waiting:
+        while self.slots.free and self.waiting:
             with self._lock:
                 seq = self.waiting.popleft()
-            slot, held = self._pick_slot(seq.prompt)
             try:
-                cached = self._borrow_prefix(seq.prompt, slot, held)
-                self._start_in_slot(seq, slot, cached)
-            except Exception as exc:  # the slot goes back; only this request fails
-                log.exception("could not start a sequence on %s", self.backend.info.name)
-                self._forget_slot(slot)
-                self.free_slots.append(slot)
-                seq.finish_reason = "error"
-                outbox.append((seq, Delta("", finish_reason="error", error=str(exc))))
+                slot, reuse = self.slots.take(seq.prompt, self.running, len(self.waiting))
+            except Exception as exc:  # the slot went back; only this request fails
+                self._fail_start(seq, exc, outbox)
                 continue
+            try:
+                self.backend.seq_start(slot, seq.params, seq.prompt)
+            except Exception as exc:
+                self.slots.put_back(slot, None, self.steps)
+                self._fail_start(seq, exc, outbox)
+                continue
+            seq.slot = slot
+            seq.n_prefilled = seq.cached_tokens = reuse
             seq.status = Status.RUNNING
             self.running.append(seq)
 
-    def _pick_slot(self, prompt: list[int]) -> tuple[int, dict[int, int]]:
-        """The free slot that best trades a cached prefix against a compact running set.
-
-        llama.cpp runs one micro-batch per run of consecutive busy slots, each a full pass over
-        the weights, so a slot that starts a new run costs about as much per step as a couple of
-        prefill tokens. When every slot is about to be busy anyway the runs merge by themselves,
-        and only the cache counts. Ties go to the least recently used slot. Returns the slot, and
-        how many leading prompt tokens each slot that was free holds (the chosen one included).
-        """
-        busy = {s.slot for s in self.running}
-        filling_up = len(busy) + len(self.waiting) + 1 >= len(self.slot_tokens)
-        cached = {s: _common_prefix(self.slot_tokens[s], prompt) for s in self.free_slots}
-
-        def score(slot: int) -> tuple[int, int]:
-            if filling_up:
-                return cached[slot], -self._slot_used_at[slot]
-            new_runs = 1 - ((slot - 1) in busy) - ((slot + 1) in busy)
-            return cached[slot] - RUN_COST_TOKENS * new_runs, -self._slot_used_at[slot]
-
-        best = max(self.free_slots, key=score)
-        self.free_slots.remove(best)
-        return best, cached
-
-    def _borrow_prefix(self, prompt: list[int], slot: int, held_by_free: dict[int, int]) -> int:
-        """Copy into `slot` the cells of another slot that holds a longer prefix of `prompt`.
-
-        Concurrent requests often share their start (a system prompt, the chat template, a
-        document asked about twice); a slot of their own rarely holds it, another slot often
-        does, finished or still running (a running sequence's prefilled prompt cells no longer
-        change). `held_by_free` is what `_pick_slot` found the free slots hold. Returns how many
-        leading prompt tokens `slot` now holds.
-        """
-        cached = held_by_free[slot]
-        copy = getattr(self.backend, "seq_copy", None)
-        if copy is None:
-            return cached
-        source, best = None, cached
-        for other, n in held_by_free.items():
-            if n > best:
-                source, best = other, n
-        for running in self.running:
-            n = _common_prefix(running.prompt[: running.n_prefilled], prompt)
-            if n > best and running.slot is not None:
-                source, best = running.slot, n
-        if source is None or best - cached < MIN_BORROW_TOKENS:
-            return cached
-        copy(source, slot)
-        return best
-
-    def _start_in_slot(self, seq: Sequence, slot: int, cached: int) -> None:
-        # At least the last prompt token is run again: its logits give the first new token.
-        reuse = min(cached, len(seq.prompt) - 1)
-        if not self.backend.seq_trim(slot, reuse):
-            self.backend.seq_trim(slot, 0)
-            reuse = 0
-        self.slot_tokens[slot] = []
-        self.backend.seq_start(slot, seq.params, seq.prompt)
-        seq.slot = slot
-        seq.n_prefilled = seq.cached_tokens = reuse
+    def _fail_start(self, seq: Sequence, exc: Exception, outbox: Outbox) -> None:
+        log.error("could not start a sequence on %s: %s", self.backend.info.name, exc, exc_info=exc)
+        seq.finish_reason = "error"
+        outbox.append((seq, Delta("", finish_reason="error", error=str(exc))))
 
     def _plan(self) -> tuple[StepPlan, list[Sequence]]:
-        """The next step's chunks, with the sequence each chunk belongs to."""
+        """The next step's chunks, with the sequence each chunk belongs to.
+
+        Every running sequence decodes one token. Prompts then prefill shortest remainder first
+        (see _defer): a burst of requests whose prompts are mostly cached gets its first tokens
+        a step after arriving, instead of after the longest prompt among them.
+        """
         plan = StepPlan()
         seqs: list[Sequence] = []
         budget = self.step_tokens
+        decoding = 0
         for seq in self.running:
             if seq.prefill_done:
                 assert seq.slot is not None
                 plan.chunks.append(StepChunk(seq.slot, [seq.generated[-1]], seq.position, True))
                 seqs.append(seq)
-                budget -= 1
-        for seq in self.running:
+                decoding += 1
+        budget -= decoding
+        prefilling = sorted(
+            (s for s in self.running if not s.prefill_done),
+            key=lambda s: (s.prefill_deferrals < MAX_DEFERRALS, len(s.prompt) - s.n_prefilled),
+        )
+        first_tokens = 0
+        for seq in prefilling:
             if budget <= 0:
                 break
-            if not seq.prefill_done:
-                assert seq.slot is not None
-                start = seq.n_prefilled
-                take = min(len(seq.prompt) - start, budget)
-                last = start + take == len(seq.prompt)
-                plan.chunks.append(StepChunk(seq.slot, seq.prompt[start : start + take], start, last))
-                seqs.append(seq)
-                budget -= take
+            assert seq.slot is not None
+            start = seq.n_prefilled
+            take = min(len(seq.prompt) - start, budget)
+            if _defer(seq, take, first_tokens, decoding):
+                seq.prefill_deferrals += 1
+                continue
+            last = start + take == len(seq.prompt)
+            plan.chunks.append(StepChunk(seq.slot, seq.prompt[start : start + take], start, last))
+            seqs.append(seq)
+            budget -= take
+            first_tokens += last
         # llama.cpp splits a batch over per-slot KV streams into micro-batches of consecutive
         # sequence ids; out-of-order slots made it run one micro-batch per token (2x slower).
         order = sorted(range(len(seqs)), key=lambda i: plan.chunks[i].slot)
@@ -293,27 +250,24 @@ class Scheduler:
         slot = seq.slot
         if slot is not None:
             self.backend.seq_end(slot)
-            if kv_valid:
-                # The last sampled token was never run, so its cell is not in the cache.
-                decoded = seq.generated[:-1] if seq.prefill_done else []
-                self.slot_tokens[slot] = seq.prompt[: seq.n_prefilled] + decoded
-            else:
-                self._forget_slot(slot)
-            self._slot_used_at[slot] = self.steps
-            self.free_slots.append(slot)
+            # The last sampled token was never run, so its cell is not in the cache.
+            decoded = seq.generated[:-1] if seq.prefill_done else []
+            held = seq.prompt[: seq.n_prefilled] + decoded if kv_valid else None
+            self.slots.put_back(slot, held, self.steps)
             seq.slot = None
         seq.status = Status.FINISHED
         self.running.remove(seq)
 
-    def _forget_slot(self, slot: int) -> None:
-        """Wipe a slot whose cells can no longer be trusted."""
-        self.backend.seq_trim(slot, 0)
-        self.slot_tokens[slot] = []
 
+def _defer(seq: Sequence, take: int, first_tokens: int, decoding: int) -> bool:
+    """Whether `take` prompt tokens of `seq` wait for the next step, to spare the sequences
+    already due to sample their first token in this one.
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    A step's time grows with its tokens, so those first tokens would each come `take` tokens'
+    compute later; waiting costs `seq` one step of its own: a weight pass plus the decode tokens
+    the next step holds. A sequence waits at most MAX_DEFERRALS steps, so a steady stream of
+    short prompts cannot starve a long one.
+    """
+    if first_tokens == 0 or seq.prefill_deferrals >= MAX_DEFERRALS:
+        return False
+    return first_tokens * take > STEP_COST_TOKENS + decoding + first_tokens

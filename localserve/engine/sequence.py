@@ -56,6 +56,8 @@ class Sequence:
         self.n_prefilled = 0
         # Prompt tokens whose KV was already in the slot from an earlier sequence.
         self.cached_tokens = 0
+        # Steps this prompt's prefill was put off so that shorter ones could sample first.
+        self.prefill_deferrals = 0
         self.generated: list[int] = []
         self.finish_reason: str | None = None
         self.cancelled = False

@@ -31,6 +31,8 @@ def describe(model: ResidentModel, loads: int) -> dict[str, Any]:
         else datetime.fromtimestamp(model.expires_at, timezone.utc).isoformat()
     )
     est = model.estimate.as_dict() if model.estimate else None
+    # Only the continuous batcher keeps a prompt cache; ONNX models' batchers have none.
+    cache = getattr(model.scheduler, "prompt_cache", None)
     size = est["total"] if est else model.actual_bytes
     return {
         "name": f"{model.name}:latest",
@@ -61,6 +63,7 @@ def describe(model: ResidentModel, loads: int) -> dict[str, Any]:
             "load_seconds": round(model.load_seconds, 3),
             "slots": model.info.n_slots,
             "context_per_slot": model.info.n_ctx_slot,
+            "prompt_cache": cache.stats() if cache is not None else None,
         },
     }
 

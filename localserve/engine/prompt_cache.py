@@ -1,0 +1,97 @@
+"""Slot contents kept in host memory after their slot went to another prompt.
+
+A slot holds the KV cells of its last conversation until a new request needs the slot. With
+more conversations than slots (many users, an editor plugin re-sending the same file, a chat
+resumed after a burst of other traffic) a conversation's cells are overwritten before it comes
+back. The prompt cache keeps them, as llama.cpp's server does with `--cache-ram`: the next
+request that starts with them restores its prefix in about a millisecond instead of prefilling
+it, at several milliseconds a token here.
+
+Entries are the backend's own serialization of one slot's cells, opaque to this module. The
+cache never grows past its limit, which the model's memory reservation already counts (see
+engine/estimate.py); the least recently used entries go first.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from itertools import count
+
+from localserve.engine.prefix import common_prefix
+
+
+@dataclass(frozen=True)
+class SavedPrompt:
+    """The tokens a slot's cells held, and those cells as the backend serialized them."""
+
+    tokens: list[int]
+    state: bytearray
+
+    @property
+    def size(self) -> int:
+        return len(self.state)
+
+
+class PromptCache:
+    """Saved slot contents of one model, within a byte limit, least recently used out first."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        self._entries: OrderedDict[int, SavedPrompt] = OrderedDict()
+        self._ids = count()
+        self.size = 0
+        # What the cache saved prefill from, for the admin stats.
+        self.hits = 0
+        self.tokens_restored = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def longest_prefix(self, prompt: list[int]) -> tuple[SavedPrompt | None, int]:
+        """The entry sharing the longest prefix with `prompt`, and how many tokens it shares."""
+        best, best_n = None, 0
+        for entry in self._entries.values():
+            n = common_prefix(entry.tokens, prompt)
+            if n > best_n:
+                best, best_n = entry, n
+        return best, best_n
+
+    def holds(self, tokens: list[int]) -> bool:
+        """Whether some entry already starts with all of `tokens`: saving them adds nothing."""
+        n = len(tokens)
+        return any(
+            len(e.tokens) >= n and common_prefix(e.tokens, tokens) == n
+            for e in self._entries.values()
+        )
+
+    def add(self, tokens: list[int], state: bytearray) -> bool:
+        """Keep a slot's contents; entries they extend are dropped. False if they cannot fit."""
+        if len(state) > self.limit_bytes:
+            return False
+        for key, entry in list(self._entries.items()):
+            if len(entry.tokens) <= len(tokens) and common_prefix(entry.tokens, tokens) == len(
+                entry.tokens
+            ):
+                self._drop(key)
+        while self.size + len(state) > self.limit_bytes:
+            self._drop(next(iter(self._entries)))
+        self._entries[next(self._ids)] = SavedPrompt(tokens, state)
+        self.size += len(state)
+        return True
+
+    def used(self, entry: SavedPrompt, tokens: int) -> None:
+        """Record a restore from `entry`: it becomes the most recently used."""
+        for key, e in self._entries.items():
+            if e is entry:
+                self._entries.move_to_end(key)
+                break
+        self.hits += 1
+        self.tokens_restored += tokens
+
+    def stats(self) -> dict[str, int]:
+        return {"entries": len(self._entries), "bytes": self.size, "limit": self.limit_bytes,
+                "hits": self.hits, "tokens_restored": self.tokens_restored}
+
+    def _drop(self, key: int) -> None:
+        self.size -= self._entries.pop(key).size
