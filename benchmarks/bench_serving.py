@@ -31,6 +31,8 @@ from _common import (PROMPTS, REPO, Results, Sample, cli, client_session, div, f
                      machine, running, stream_chat, versions, write_doc)
 
 START, END = "<!-- bench_serving:start -->", "<!-- bench_serving:end -->"
+# --cold gets a section of its own.
+COLD_START, COLD_END = "<!-- bench_serving_cold:start -->", "<!-- bench_serving_cold:end -->"
 # "llama-cpp-python" gets localserve's thread count; "-default" runs it exactly as shipped
 # (cpu_count // 2 threads), which is the baseline the engine issue names.
 SERVERS = ("localserve", "llama-cpp-python", "llama-cpp-python-default", "llama-server")
@@ -88,9 +90,16 @@ async def model_id(session: aiohttp.ClientSession, base: str) -> str:
         return (await r.json())["data"][0]["id"]
 
 
+def prompt_for(i: int, concurrency: int, cold: bool) -> str:
+    """Request i's prompt. Cold prompts open with a tag no other request has, so no server can
+    reuse more of one than the chat template's opening; the tags are the same for every server."""
+    prompt = PROMPTS[i % len(PROMPTS)]
+    return f"[request {concurrency}-{i}] {prompt}" if cold else prompt
+
+
 async def run_level(
     session: aiohttp.ClientSession, server: str, base: str, model: str,
-    concurrency: int, rounds: int, max_tokens: int,
+    concurrency: int, rounds: int, max_tokens: int, cold: bool = False,
 ) -> Level:
     # At least 8 requests per round, so low concurrency still yields a usable p95.
     total = max(concurrency, 8) * rounds
@@ -106,8 +115,8 @@ async def run_level(
             except asyncio.QueueEmpty:
                 return
             # Request i always gets the same prompt, so every server sees the same workload.
-            samples.append(await stream_chat(session, base, model, PROMPTS[i % len(PROMPTS)],
-                                             max_tokens))
+            samples.append(await stream_chat(session, base, model,
+                                             prompt_for(i, concurrency, cold), max_tokens))
 
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -115,7 +124,7 @@ async def run_level(
 
 
 async def bench_server(
-    server: str, base: str, levels: list[int], rounds: int, max_tokens: int
+    server: str, base: str, levels: list[int], rounds: int, max_tokens: int, cold: bool
 ) -> list[Level]:
     async with client_session() as session:
         model = await model_id(session, base)
@@ -124,7 +133,7 @@ async def bench_server(
             raise RuntimeError(f"{server} warm-up failed: {warm.error}")
         results = []
         for c in levels:
-            level = await run_level(session, server, base, model, c, rounds, max_tokens)
+            level = await run_level(session, server, base, model, c, rounds, max_tokens, cold)
             print(row(level), flush=True)
             for error in sorted({s.error for s in level.samples if s.error}):
                 print(f"  {server} error: {error}", flush=True)
@@ -159,16 +168,19 @@ def ratio_table(levels: list[Level], baseline: str) -> str:
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
-def section(levels: list[Level], argv: list[str], model_path: str) -> str:
+def section(levels: list[Level], argv: list[str], model_path: str, cold: bool) -> str:
     parts = [
-        START,
-        "## Serving throughput and latency (`bench_serving.py`)",
+        COLD_START if cold else START,
+        "## Serving with cold prompts (`bench_serving.py --cold`)" if cold
+        else "## Serving throughput and latency (`bench_serving.py`)",
         "",
         f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
         f"- Machine: {machine()}",
         f"- Versions: {versions()}, Python {platform.python_version()}",
         f"- Model: `{Path(model_path).name}`",
         f"- Command: `{shlex.join(argv)}`",
+        *([f"- llama.cpp's server: `{LLAMA_SERVER_BIN}`"]
+          if any(lv.server == "llama-server" for lv in levels) else []),
         "",
         "Streamed chat completions, greedy. *agg tok/s* is all completion tokens of a level "
         "over its wall time; TTFT is send to first content chunk; *avg tokens* shows how "
@@ -181,7 +193,7 @@ def section(levels: list[Level], argv: list[str], model_path: str) -> str:
         ratios = ratio_table(levels, baseline)
         if ratios:
             parts += ["", f"localserve / {baseline}:", "", ratios]
-    return "\n".join(parts + [END])
+    return "\n".join(parts + [COLD_END if cold else END])
 
 
 # --- main ----------------------------------------------------------------------------
@@ -201,6 +213,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="requests per level = max(concurrency, 8) * rounds")
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                    help="CPU threads given to each server (default: all usable cores)")
+    p.add_argument("--cold", action="store_true",
+                   help="give every request a prompt no server has seen (no cached prefix beyond "
+                   "the chat template's opening)")
     p.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     p.add_argument("--llama-server", default=LLAMA_SERVER_BIN, metavar="BIN",
                    help="llama.cpp's llama-server binary (env LLAMA_SERVER); without it that "
@@ -230,14 +245,15 @@ def main(argv: list[str]) -> int:
         for server in args.servers:
             with running_server(server, model_path, args.threads, Path(logdir)) as base:
                 levels += asyncio.run(bench_server(server, base, args.concurrency,
-                                                   args.rounds, args.max_tokens))
+                                                   args.rounds, args.max_tokens, args.cold))
     for baseline in BASELINES:
         ratios = ratio_table(levels, baseline)
         if ratios:
             print(f"\nlocalserve / {baseline}:\n{ratios}")
     if not args.no_write:
         cmd = ["python", str(Path(__file__).resolve().relative_to(REPO)), *argv]
-        write_doc(section(levels, cmd, model_path), START, END)
+        markers = (COLD_START, COLD_END) if args.cold else (START, END)
+        write_doc(section(levels, cmd, model_path, args.cold), *markers)
     return 0
 
 
