@@ -2,8 +2,9 @@
 
 Sequences join and leave between steps. Each step holds one decode token for every running
 sequence, then prefill chunks of newly admitted ones, shortest first, under a per-step token
-budget (chunked prefill), so a long prompt never stalls the streams already running. When the backend can embed,
-embedding inputs borrow free slots too, and embedding steps take turns with generation steps.
+budget (chunked prefill), so a long prompt never stalls the streams already running. When the
+backend can embed, embedding inputs borrow free slots too, and embedding steps take turns with
+generation steps.
 """
 
 from __future__ import annotations
