@@ -44,6 +44,13 @@ def cli_env(home: Path, url: str) -> dict[str, str]:
     return env
 
 
+def default_sigint() -> None:
+    """A child's Ctrl-C as a user's terminal gives it. A test run started in the background
+    (`cmd &` in a script) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt
+    handler: pass this as a spawned chat's `preexec_fn`."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def log_file(env: dict[str, str]) -> Path:
     return Path(env["XDG_STATE_HOME"]) / "localserve" / "log" / "server.log"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from cli_support import cli_env
+from cli_support import cli_env, default_sigint
 from localserve.client import Client
 
 PROMPT = ">>> "
@@ -29,6 +29,7 @@ def chat(tmp_path: Path, daemon_url: str) -> Iterator[pexpect.spawn]:
         encoding="utf-8",
         timeout=TIMEOUT_S,
         dimensions=(50, 200),
+        preexec_fn=default_sigint,
     )
     try:
         child.expect_exact(PROMPT)
