@@ -114,7 +114,7 @@ def client_session() -> aiohttp.ClientSession:
 
 
 async def stream_chat(session: aiohttp.ClientSession, base: str, model: str, prompt: str,
-                      max_tokens: int) -> Sample:
+                      max_tokens: int, arrivals: list[float] | None = None) -> Sample:
     """A greedy streamed chat completion; failures come back as `Sample.error`, never raised,
     so one bad request does not end a timed run."""
     body = {
@@ -154,6 +154,8 @@ async def stream_chat(session: aiohttp.ClientSession, base: str, model: str, pro
                 for choice in event.get("choices") or []:
                     if (choice.get("delta") or {}).get("content"):
                         chunks += 1
+                        if arrivals is not None:
+                            arrivals.append(time.perf_counter())
                         if ttft is None:
                             ttft = time.perf_counter() - t0
     except (aiohttp.ClientError, asyncio.TimeoutError) as exc:

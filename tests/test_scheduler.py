@@ -9,7 +9,7 @@ import pytest
 from localserve.backends.base import ModelInfo, StepPlan
 from localserve.engine.errors import ContextOverflow, QueueFull
 from localserve.engine.sampling import SamplingParams
-from localserve.engine.scheduler import MAX_DEFERRALS, Scheduler
+from localserve.engine.scheduler import MAX_DEFERRALS, PREFILL_TOKENS_WHILE_DECODING, Scheduler
 from localserve.engine.sequence import Sequence
 
 EOS = 0
@@ -199,7 +199,7 @@ def test_new_sequence_joins_next_to_the_running_ones(loop) -> None:
 def test_short_prompts_sample_their_first_token_before_a_long_one_prefills(loop) -> None:
     backend = FakeBackend(n_slots=4, n_ctx=4096)
     sched = Scheduler(backend)
-    long = make_seq(loop, 200)
+    long = make_seq(loop, 100)
     shorts = [make_seq(loop, 2) for _ in range(3)]
     for seq in (long, *shorts):
         sched.submit(seq)
@@ -222,3 +222,22 @@ def test_a_long_prompt_is_put_off_for_a_bounded_number_of_steps(loop) -> None:
         sched.step()
         steps += 1
         assert steps <= MAX_DEFERRALS + 2, "a steady stream of short prompts starved a long one"
+
+
+def test_a_long_prompt_prefills_in_small_chunks_while_other_sequences_decode(loop) -> None:
+    backend = FakeBackend(n_slots=2, n_ctx=4096)
+    sched = Scheduler(backend, step_tokens=512)
+    sched.submit(make_seq(loop, 2))
+    sched.step()  # it decodes from now on
+    sched.submit(make_seq(loop, 1000))
+    sched.step()
+    prefill = [c for c in backend.plans[-1].chunks if len(c.tokens) > 1]
+    assert [len(c.tokens) for c in prefill] == [PREFILL_TOKENS_WHILE_DECODING]
+
+
+def test_a_long_prompt_takes_the_whole_step_budget_when_nothing_else_runs(loop) -> None:
+    backend = FakeBackend(n_slots=2, n_ctx=4096)
+    sched = Scheduler(backend, step_tokens=512)
+    sched.submit(make_seq(loop, 1000))
+    sched.step()
+    assert backend.plans[-1].n_tokens == 512

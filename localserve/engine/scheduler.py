@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 STEP_COST_TOKENS = 2
 # The most steps a prompt's prefill may be put off for shorter ones.
 MAX_DEFERRALS = 16
+# Prefill tokens a step may carry while other sequences decode: each step's time is the gap
+# between their tokens, and 512 prompt tokens took 3 to 5 s here. 128 keeps the gap under a
+# second for a few percent more steps in a long prefill (see docs/architecture.md).
+PREFILL_TOKENS_WHILE_DECODING = 128
 
 
 class Scheduler:
@@ -191,6 +195,8 @@ class Scheduler:
                 seqs.append(seq)
                 decoding += 1
         budget -= decoding
+        if decoding:
+            budget = min(budget, PREFILL_TOKENS_WHILE_DECODING)
         prefilling = sorted(
             (s for s in self.running if not s.prefill_done),
             key=lambda s: (s.prefill_deferrals < MAX_DEFERRALS, len(s.prompt) - s.n_prefilled),

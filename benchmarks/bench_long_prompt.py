@@ -1,0 +1,141 @@
+"""Long-prompt benchmark: how long running streams stall while a long prompt prefills.
+
+Each server gets 4 slots. Three streams generate long answers; once they run, a ~2,700-token
+prompt arrives. We report that prompt's time to first token and the gaps between the running
+streams' tokens while it prefills (the longest, and the median of the per-round longest), over
+several rounds, each server alone on the machine.
+
+    python benchmarks/bench_long_prompt.py --llama-server BIN     # writes docs/benchmarks.md
+    python benchmarks/bench_long_prompt.py --rounds 1 --no-write
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import os
+import platform
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+from _common import REPO, cli, client_session, free_port, machine, running, stream_chat
+from _common import versions, write_doc
+
+START, END = "<!-- bench_long_prompt:start -->", "<!-- bench_long_prompt:end -->"
+SLOTS, CTX = 4, 4096
+RUNNING = 3
+LONG_PROMPT = " ".join(
+    f"Fact {i}: the river Danube passes city number {i}." for i in range(170)
+) + " Which city does it pass last?"
+
+
+@dataclass
+class Round:
+    ttft_s: float
+    max_gap_s: float
+
+
+def server_command(name: str, model_path: str, port: int, threads: int, bin_: str) -> list[str]:
+    if name == "localserve":
+        return [sys.executable, "-m", "localserve", "serve", "--model", "smollm2",
+                "--host", "127.0.0.1", "--port", str(port), "--parallel", str(SLOTS),
+                "--ctx", str(CTX), "--threads", str(threads)]
+    return [bin_, "-m", model_path, "--host", "127.0.0.1", "--port", str(port),
+            "-np", str(SLOTS), "-c", str(SLOTS * CTX), "-t", str(threads), "-tb", str(threads)]
+
+
+async def one_round(session: aiohttp.ClientSession, base: str, i: int) -> Round:
+    arrivals: list[list[float]] = [[] for _ in range(RUNNING)]
+    runners = [
+        asyncio.create_task(stream_chat(session, base, "smollm2",
+                                        f"Write a very long story number {i}-{k}.", 400,
+                                        arrivals[k]))
+        for k in range(RUNNING)
+    ]
+    while not all(arrivals):  # every stream is decoding
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(1.0)
+    sent = time.perf_counter()
+    # A different first fact each round: no server can reuse the previous round's prompt.
+    prompt = f"Round {i}. " + LONG_PROMPT
+    long = await stream_chat(session, base, "smollm2", prompt, 8)
+    done = sent + (long.ttft_s or long.latency_s)
+    results = await asyncio.gather(*runners)
+    for sample in (long, *results):
+        if sample.error:
+            raise RuntimeError(sample.error)
+    gaps = [b - a for times in arrivals for a, b in zip(times, times[1:]) if sent <= b <= done + 1]
+    return Round(long.ttft_s or float("nan"), max(gaps, default=0.0))
+
+
+async def bench(base: str, rounds: int) -> list[Round]:
+    async with client_session() as session:
+        await stream_chat(session, base, "smollm2", "Hello", 4)  # warm-up
+        return [await one_round(session, base, i) for i in range(rounds)]
+
+
+def summary(name: str, rounds: list[Round]) -> str:
+    ttft = statistics.median(r.ttft_s for r in rounds)
+    gap = statistics.median(r.max_gap_s for r in rounds)
+    worst = max(r.max_gap_s for r in rounds)
+    return f"| {name} | {len(rounds)} | {ttft:.1f} | {gap:.2f} | {worst:.2f} |"
+
+
+HEADER = ("| server | rounds | long prompt TTFT, median (s) | longest decode gap, median (s) "
+          "| longest decode gap, worst (s) |\n|---|---:|---:|---:|---:|")
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    p.add_argument("--llama-server", default=os.environ.get("LLAMA_SERVER", ""), metavar="BIN",
+                   help="llama.cpp's llama-server binary (env LLAMA_SERVER); without it only "
+                   "localserve runs")
+    p.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
+    args = p.parse_args(argv)
+    from localserve.store.resolve import resolve
+
+    model_path = resolve("smollm2").path
+    servers = ["localserve"] + (["llama-server"] if args.llama_server else [])
+    rows = []
+    print(f"{machine()}\n\n{HEADER}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench_long_prompt_") as logdir:
+        for name in servers:
+            port = free_port()
+            cmd = server_command(name, model_path, port, args.threads, args.llama_server)
+            with running(cmd, port, "/health", Path(logdir) / f"{name}.log") as base:
+                rows.append(summary(name, asyncio.run(bench(base, args.rounds))))
+            print(rows[-1], flush=True)
+    if not args.no_write:
+        here = str(Path(__file__).resolve().relative_to(REPO))
+        text = "\n".join([
+            START,
+            "## Long prompts next to running streams (`bench_long_prompt.py`)",
+            "",
+            f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
+            f"- Machine: {machine()}",
+            f"- Versions: {versions()}, Python {platform.python_version()}",
+            f"- Command: `{shlex.join(['python', here, *argv])}`",
+            "",
+            f"{SLOTS} slots of {CTX} tokens, {args.threads} threads. {RUNNING} streams generate "
+            "long answers; then a ~2,700-token prompt arrives. *Decode gap* is the longest wait "
+            "between two tokens of a running stream while that prompt prefills.",
+            "",
+            HEADER,
+            *rows,
+            END,
+        ])
+        write_doc(text, START, END)
+    return 0
+
+
+if __name__ == "__main__":
+    cli(main)
