@@ -2,7 +2,8 @@
 statistics, the doc section.
 
 Each script runs its servers one at a time, in their own session, and stops them (SIGTERM,
-then kill) however the run ends.
+then kill) however the run ends. Free ports, readiness polls, stopping and the JSON calls to a
+daemon are the test suite's own (tests/daemons.py), so both start servers the same way.
 """
 
 from __future__ import annotations
@@ -13,11 +14,9 @@ import json
 import os
 import platform
 import re
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,12 @@ from typing import NoReturn
 import aiohttp
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+# free_port and serve_command are the scripts' too: their servers' ports and localserve's argv.
+from daemons import (NotReady, answers, free_port, serve_command, stop_daemon,  # noqa: E402, F401
+                     wait_ready)
+
 DOC = REPO / "docs" / "benchmarks.md"
 READY_TIMEOUT_S = 180.0
 
@@ -166,42 +171,8 @@ async def stream_chat(session: aiohttp.ClientSession, base: str, model: str, pro
 # --- servers -------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
-    # No proxies: an http_proxy in the environment must not reroute polls of 127.0.0.1.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}:\n{tail(log)}")
-        with contextlib.suppress(OSError):
-            with opener.open(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        time.sleep(0.25)
-    raise RuntimeError(f"server not ready after {READY_TIMEOUT_S:.0f}s:\n{tail(log)}")
-
-
 def tail(path: Path, n: int = 30) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        proc.terminate()
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        pass
-    finally:
-        # Also reached on a second Ctrl-C during the wait: never leave a server behind.
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 @contextlib.contextmanager
@@ -215,10 +186,15 @@ def running(cmd: list[str], port: int, ready_path: str, log: Path,
                                 start_new_session=True, env=env)
     try:
         base = f"http://127.0.0.1:{port}"
-        wait_ready(proc, base + ready_path, log)
+        try:
+            wait_ready(proc, lambda: answers(base + ready_path), cmd, str(log), READY_TIMEOUT_S)
+        except NotReady as exc:
+            what = (f"exited with {exc.returncode}" if exc.returncode is not None
+                    else f"not ready after {READY_TIMEOUT_S:.0f}s")
+            raise RuntimeError(f"server {what}:\n{tail(log)}") from None
         yield base
     finally:
-        stop(proc)
+        stop_daemon(proc)
 
 
 # --- reporting -----------------------------------------------------------------------

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
-from _common import REPO, cli, client_session, div, free_port, machine, running, versions, write_doc
+from _common import (REPO, cli, client_session, div, free_port, machine, running, serve_command,
+                     versions, write_doc)
 
 START, END = "<!-- bench_embeddings:start -->", "<!-- bench_embeddings:end -->"
 MODEL = "smollm2"
@@ -156,8 +157,8 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     port = free_port()
-    cmd = [sys.executable, "-m", "localserve", "serve", "--model", MODEL, "--host", "127.0.0.1",
-           "--port", str(port), "--parallel", "16", "--ctx", "512", "--threads", str(args.threads)]
+    cmd = serve_command(["--model", MODEL, "--parallel", "16", "--ctx", "512",
+                         "--threads", str(args.threads)], port)
     print(f"{machine()}\n\n{HEADER}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench_embeddings_") as logdir:
         with running(cmd, port, "/health", Path(logdir) / "localserve.log") as base:

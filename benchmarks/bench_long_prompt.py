@@ -18,14 +18,14 @@ import os
 import platform
 import shlex
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
-from _common import REPO, cli, client_session, free_port, machine, running, stream_chat
+from _common import (REPO, cli, client_session, free_port, machine, running, serve_command,
+                     stream_chat)
 from _common import versions, write_doc
 
 START, END = "<!-- bench_long_prompt:start -->", "<!-- bench_long_prompt:end -->"
@@ -44,9 +44,8 @@ class Round:
 
 def server_command(name: str, model_path: str, port: int, threads: int, bin_: str) -> list[str]:
     if name == "localserve":
-        return [sys.executable, "-m", "localserve", "serve", "--model", "smollm2",
-                "--host", "127.0.0.1", "--port", str(port), "--parallel", str(SLOTS),
-                "--ctx", str(CTX), "--threads", str(threads)]
+        return serve_command(["--model", "smollm2", "--parallel", str(SLOTS), "--ctx", str(CTX),
+                              "--threads", str(threads)], port)
     return [bin_, "-m", model_path, "--host", "127.0.0.1", "--port", str(port),
             "-np", str(SLOTS), "-c", str(SLOTS * CTX), "-t", str(threads), "-tb", str(threads)]
 

@@ -25,17 +25,14 @@ import asyncio
 import datetime as dt
 import platform
 import shlex
-import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-from _common import (REPO, Sample, cli, client_session, div, free_port, machine, running,
-                     stream_chat, write_doc)
-
-sys.path.insert(0, str(REPO / "tests"))
-from onnx_model import MODEL_NAME, ensure_model  # noqa: E402
+from _common import (Sample, cli, client_session, div, free_port, machine, running,
+                     serve_command, stream_chat, write_doc)
+from onnx_model import MODEL_NAME, ensure_model  # from tests/, which _common puts on sys.path
 
 START, END = "<!-- bench_onnx:start -->", "<!-- bench_onnx:end -->"
 SUBJECTS = [
@@ -50,7 +47,7 @@ def equal_length_prompts(folder: Path, n: int) -> tuple[list[str], list[list[int
     """n prompts whose chat-templated token counts are equal, as the daemon would encode them."""
     import onnxruntime_genai as og
 
-    from localserve.backends.onnx_folder import read_folder
+    from localserve.formats.onnx import read_folder
     from localserve.engine.chat_template import ChatTemplate
 
     meta = read_folder(folder)
@@ -95,7 +92,7 @@ def static_ceiling(folder: Path, prompts: list[list[int]], max_tokens: int) -> t
 
 
 def read_eos(folder: Path) -> tuple[int, ...]:
-    from localserve.backends.onnx_folder import read_folder
+    from localserve.formats.onnx import read_folder
 
     return read_folder(folder).eos_ids
 
@@ -167,8 +164,7 @@ def main(argv: list[str]) -> int:
     folder = args.model_dir or ensure_model()
     prompts, tokens = equal_length_prompts(folder, BATCH)
     port = free_port()
-    cmd = [sys.executable, "-m", "localserve", "serve", "--model", str(folder),
-           "--parallel", str(BATCH), "--ctx", "1024", "--host", "127.0.0.1", "--port", str(port)]
+    cmd = serve_command(["--model", str(folder), "--parallel", str(BATCH), "--ctx", "1024"], port)
     log = Path(tempfile.gettempdir()) / f"bench-onnx-{port}.log"
     with running(cmd, port, "/health", log) as base:
         rows = asyncio.run(daemon_runs(base, prompts, args.max_tokens))

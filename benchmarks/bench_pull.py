@@ -11,7 +11,6 @@ pull does). Rounds alternate so that both see the same machine; medians are comp
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -19,13 +18,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from _common import REPO, cli, free_port, machine, running, write_doc  # noqa: E402
+from _common import REPO, cli, free_port, machine, running, serve_command, write_doc  # noqa: E402
+from daemons import post_json  # noqa: E402
 
 START, END = "<!-- bench_pull:start -->", "<!-- bench_pull:end -->"
 REPO_ID = "bench/pull"
@@ -44,14 +42,10 @@ def curl_once(url: str, out: Path) -> float:
 
 
 def pull_once(daemon: str, ref: str) -> float:
-    body = json.dumps({"model": ref, "stream": False}).encode()
-    request = urllib.request.Request(f"{daemon}/api/pull", body, {"Content-Type": "application/json"})
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     t0 = time.perf_counter()
-    with opener.open(request, timeout=600) as r:
-        answer = json.loads(r.read())
+    status, answer = post_json(f"{daemon}/api/pull", {"model": ref, "stream": False}, timeout=600)
     elapsed = time.perf_counter() - t0
-    assert answer.get("status") == "success", answer
+    assert status == 200 and answer.get("status") == "success", answer
     return elapsed
 
 
@@ -70,7 +64,7 @@ def main(argv: list[str]) -> int:
         hub_cmd = [sys.executable, str(REPO / "tests" / "hub_server.py"), str(hub_port), REPO_ID, str(source)]
         with running(hub_cmd, hub_port, f"/api/models/{REPO_ID}", work / "hub.log") as hub:
             env = {**os.environ, "HF_ENDPOINT": hub, "LOCALSERVE_MODELS": str(work / "store")}
-            daemon_cmd = [sys.executable, "-m", "localserve", "serve", "--port", str(daemon_port), "--host", "127.0.0.1"]
+            daemon_cmd = serve_command([], daemon_port)
             with running(daemon_cmd, daemon_port, "/health", work / "daemon.log", env) as daemon:
                 curl_s, pull_s = [], []
                 for i in range(args.rounds):

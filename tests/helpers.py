@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import re
-import urllib.error
-import urllib.request
 from typing import Any
+
+from daemons import raw_request  # noqa: F401  (the tests import it from here)
 
 MODEL = "smollm2"
 
@@ -32,27 +31,6 @@ def copy_prompt(word: str, times: int = 8) -> str:
 def words_in(text: str, vocabulary: tuple[str, ...] = COPY_WORDS) -> set[str]:
     """Which of the vocabulary's words occur in text as whole words."""
     return {w for w in vocabulary if re.search(rf"\b{re.escape(w)}\b", text)}
-
-
-def raw_request(
-    url: str,
-    method: str = "GET",
-    body: bytes | None = None,
-    content_type: str = "application/json",
-    timeout: float = 30.0,
-) -> tuple[int, dict[str, str], Any]:
-    """One plain HTTP request: (status, headers, JSON body or raw bytes if not JSON)."""
-    headers = {"Content-Type": content_type} if body is not None else {}
-    req = urllib.request.Request(url, data=body, headers=headers, method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            status, hdrs, data = r.status, dict(r.headers), r.read()
-    except urllib.error.HTTPError as e:
-        status, hdrs, data = e.code, dict(e.headers), e.read()
-    try:
-        return status, hdrs, json.loads(data)
-    except ValueError:
-        return status, hdrs, data
 
 
 def assert_openai_error_shape(body: Any) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 import pytest
 
 from localserve.engine.chat_template import ChatTemplate
-from localserve.engine.errors import BadRequest
+from localserve.ground.errors import BadRequest
 
 # The shape of CVE-2024-34359: a template that walks Python internals to reach os.popen.
 ESCAPE = "{{ ''.__class__.__mro__[1].__subclasses__() }}"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from localserve.config import Config, ConfigError, config_path, load
+from localserve.ground.settings import ENV, NAMES, ConfigError, Settings, config_path, describe, load
 
 NO_FILE = Path("/nonexistent/localserve.toml")
 
@@ -19,14 +19,14 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_defaults_when_nothing_is_set():
     settings = load({}, env={}, path=NO_FILE)
-    assert settings == Config()
+    assert settings == Settings()
     assert settings.url == "http://127.0.0.1:11434"
 
 
 def test_the_config_file_overrides_defaults(tmp_path):
     path = write(tmp_path, 'port = 9000\nkeep_alive = "10m"\n')
     settings = load({}, env={}, path=path)
-    assert (settings.port, settings.keep_alive) == (9000, "10m")
+    assert (settings.port, settings.keep_alive) == (9000, 600.0)
 
 
 def test_the_environment_overrides_the_config_file(tmp_path):
@@ -73,3 +73,65 @@ def test_an_unknown_setting_in_the_file_is_an_error_naming_it(tmp_path):
 def test_a_bad_value_names_where_it_came_from():
     with pytest.raises(ConfigError, match=r"\$LOCALSERVE_PORT"):
         load({}, env={"LOCALSERVE_PORT": "eleven"}, path=NO_FILE)
+
+
+def readme_row(flag: str, env: str, default: str, text: str) -> str:
+    key = flag.removeprefix("--").replace("-", "_")
+    return f"| `{flag}` | `{env}` | `{key}` | {default} | {text} |"
+
+
+def test_every_setting_is_read_from_flags_environment_and_file_in_that_order(tmp_path):
+    # One value per level, each a different valid value of the setting's kind.
+    samples = {
+        "host": ("10.0.0.1", "10.0.0.2", "10.0.0.3"), "port": (9001, 9002, 9003),
+        "models_dir": ("/a", "/b", "/c"), "keep_alive": ("1m", "2m", "3m"),
+        "memory_budget": ("1GiB", "2GiB", "3GiB"), "prompt_cache": ("1MiB", "2MiB", "3MiB"),
+    }  # fmt: skip
+    for name in NAMES:
+        file_value, env_value, flag_value = samples.get(name, (1, 2, 3))
+        quoted = f'"{file_value}"' if isinstance(file_value, str) else file_value
+        path = write(tmp_path, f"{name} = {quoted}\n")
+        env = {ENV[name]: str(env_value)}
+        from_file = getattr(load({}, env={}, path=path), name)
+        from_env = getattr(load({}, env=env, path=path), name)
+        from_flag = getattr(load({name: str(flag_value)}, env=env, path=path), name)
+        assert len({from_file, from_env, from_flag}) == 3, name
+        assert from_flag == getattr(load({name: str(flag_value)}, env={}, path=NO_FILE), name)
+
+
+def test_sizes_and_durations_are_read_as_a_user_types_them():
+    settings = load(
+        {"prompt_cache": "0", "keep_alive": "-1"},
+        env={"LOCALSERVE_MEMORY_BUDGET": "4GiB", "LOCALSERVE_LOAD_TIMEOUT": "2.5"},
+        path=NO_FILE,
+    )
+    assert settings.prompt_cache == 0
+    assert settings.keep_alive is None, "a negative keep-alive keeps models for ever"
+    assert settings.memory_budget == 4 << 30
+    assert settings.load_timeout == 2.5
+
+
+@pytest.mark.parametrize("name,bad", [("parallel", "four"), ("prompt_cache", "lots"),
+                                      ("keep_alive", "soon"), ("port", "70000")])
+def test_a_value_of_the_wrong_kind_is_refused_naming_the_flag(name: str, bad: str):
+    with pytest.raises(ConfigError, match=f"--{name.replace('_', '-')}"):
+        load({name: bad}, env={}, path=NO_FILE)
+
+
+def test_every_serve_flag_is_a_setting():
+    import argparse
+
+    from localserve.cli.serve import add_serve_arguments
+
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    flags = {a.dest for a in parser._actions if a.option_strings} - {"help"}
+    assert flags - {"model", "no_default_model", "verbose"} == set(NAMES)
+
+
+def test_the_readme_lists_every_setting_with_its_flag_variable_and_default():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    missing = [row for row in (readme_row(*d) for d in describe()) if row not in readme]
+    assert not missing, "README.md's settings table is stale; it should hold:\n" + "\n".join(
+        missing
+    )

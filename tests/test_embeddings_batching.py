@@ -11,60 +11,16 @@ import asyncio
 import numpy as np
 import pytest
 
-from localserve.backends.base import ModelInfo, StepPlan
-from localserve.engine.embedding import EmbeddingJob, embedding_rows, normalize, shorten
-from localserve.engine.errors import BadRequest, ContextOverflow
+from fakes import WIDTH, FakeBackend
+
+from localserve.engine.embedding import EmbeddingJob, normalize, shorten
 from localserve.engine.resident import ResidentModel
-from localserve.engine.sampling import SamplingParams
 from localserve.engine.scheduler import Scheduler
 from localserve.engine.sequence import Sequence
-
-WIDTH = 3
-
-
-class FakeBackend:
-    """Generates token 7 forever; embeds a token as a row of its id. Records every decode."""
-
-    pooling = "mean"
-
-    def __init__(self, n_slots: int = 4, n_ctx: int = 64) -> None:
-        self.info = ModelInfo("fake", "-", "gguf", n_slots, n_ctx, n_ctx, 0, None, "", "", False,
-                              n_embd=WIDTH)
-        self.calls: list[tuple[str, StepPlan]] = []
-
-    @property
-    def n_vocab(self) -> int:
-        return 100
-
-    def tokenize(self, text: str, add_special: bool) -> list[int]:
-        return [1] * len(text)
-
-    def token_piece(self, token: int) -> bytes:
-        return b"x"
-
-    def is_end_of_generation(self, token: int) -> bool:
-        return False
-
-    def seq_start(self, slot: int, params: SamplingParams, prompt: list[int]) -> None:
-        pass
-
-    def seq_end(self, slot: int) -> None:
-        pass
-
-    def seq_trim(self, slot: int, keep: int) -> bool:
-        return True
-
-    def step(self, plan: StepPlan) -> list[int]:
-        self.calls.append(("generate", plan))
-        return [7 for c in plan.chunks if c.sample]
-
-    def embed(self, plan: StepPlan) -> np.ndarray:
-        self.calls.append(("embed", plan))
-        tokens = [t for c in plan.chunks for t in c.tokens]
-        return np.repeat(np.array(tokens, dtype=np.float32)[:, None], WIDTH, axis=1)
-
-    def close(self) -> None:
-        pass
+from localserve.formats.gguf import embedding_rows
+from localserve.ground.errors import BadRequest, ContextOverflow
+from localserve.ground.sampling import SamplingParams
+from localserve.ground.step import StepPlan
 
 
 class GenerateOnlyBackend(FakeBackend):
@@ -165,18 +121,6 @@ def test_embedding_and_generation_steps_take_turns(loop) -> None:
     for _ in range(4):
         sched.step()
     assert [kind for kind, _ in backend.calls] == ["generate", "embed", "generate", "embed"]
-
-
-def test_a_cancelled_request_frees_its_slots(loop) -> None:
-    backend = FakeBackend(n_slots=2)
-    sched = Scheduler(backend, step_tokens=2)
-    job = EmbeddingJob([[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6], [1]], loop)
-    sched.submit_embedding(job)
-    sched.step()
-    job.cancel()
-    sched.step()
-    assert not sched.has_work()
-    assert sorted(sched.slots.free) == [0, 1]
 
 
 def test_an_input_longer_than_a_slot_context_is_refused_at_once(loop) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from localserve.engine.errors import BadRequest
+from localserve.ground.errors import BadRequest
 from localserve.server.ollama_options import fit_prompt
 from localserve.server.ollama_template import render
 

@@ -1,6 +1,6 @@
-"""The ONNX batcher's batch formation policy, on a fake static engine (pure logic, no model).
+"""The ONNX batcher's batch formation policy, on a fake static runtime (pure logic, no model).
 
-The fake engine answers every step with one token per request and ends a request at its
+The fake runtime answers every step with one token per request and ends a request at its
 max_new tokens, as onnxruntime-genai's static Engine does; what is under test is only who
 joins which batch, and when.
 """
@@ -8,100 +8,16 @@ joins which batch, and when.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
-from dataclasses import dataclass, field
-from typing import Any
 
-import onnxruntime_genai as og
 import pytest
 
-from localserve.backends.base import ModelInfo
-from localserve.engine.errors import QueueFull
+from fakes import TOKEN, FakeRuntime
+
 from localserve.engine.onnx_batcher import BatchPolicy, OnnxBatcher
-from localserve.engine.sampling import SamplingParams
 from localserve.engine.sequence import Sequence, Status
-
-TOKEN = 7  # the fake model's only output: the text "x"
-EOS = 2
-
-
-@dataclass
-class FakeRequest:
-    max_new: int
-    generated: int = 0
-    cancelled: bool = False
-
-    def cancel_turn(self, turn: int) -> bool:
-        self.cancelled = True
-        return True
-
-    def close(self) -> None:
-        pass
-
-
-@dataclass
-class Flags:
-    value: int
-
-
-@dataclass
-class Event:
-    request: FakeRequest
-    flags: Flags
-    token: int
-    finish_reason: Any
-
-
-@dataclass
-class FakeEngine:
-    active: list[FakeRequest] = field(default_factory=list)
-
-    def create_event_buffer(self, capacity: int) -> None:
-        return None
-
-    def run(self, buffer: None) -> list[Event]:
-        events = []
-        for request in [r for r in self.active if not r.cancelled]:
-            request.generated += 1
-            flags = og.EngineEventFlags.TOKEN.value
-            done = request.generated >= request.max_new
-            if done:
-                flags |= og.EngineEventFlags.TURN_FINISHED.value
-                self.active.remove(request)
-            reason = og.FinishReason.MAX_GENERATED_TOKENS if done else og.FinishReason.NONE
-            events.append(Event(request, Flags(flags), TOKEN, reason))
-        return events
-
-
-class FakeBackend:
-    max_batch_size = 8
-    continuous = False
-    eos_ids = frozenset({EOS})
-
-    def __init__(self) -> None:
-        self.info = ModelInfo(
-            name="fake", path="", format="onnx", n_slots=8, n_ctx_slot=256, n_ctx_train=256,
-            size_bytes=0, chat_template=None, bos_text="", eos_text="", add_bos=False,
-        )  # fmt: skip
-        self.engine = FakeEngine()
-        self.begun: list[list[int]] = []
-        self._turns = itertools.count()
-
-    def new_engine(self) -> FakeEngine:
-        return self.engine
-
-    def begin(self, engine: FakeEngine, tokens: list[int], params: SamplingParams, max_new: int):
-        self.begun.append(tokens)
-        request = FakeRequest(max_new)
-        engine.active.append(request)
-        return request, next(self._turns)
-
-    def token_piece(self, token: int) -> bytes:
-        return b"x"
-
-    def is_end_of_generation(self, token: int) -> bool:
-        return token == EOS
+from localserve.ground.errors import QueueFull
+from localserve.ground.sampling import SamplingParams
 
 
 @pytest.fixture
@@ -111,12 +27,12 @@ def loop():
     loop.close()
 
 
-def make(policy: BatchPolicy) -> tuple[OnnxBatcher, FakeBackend, list[int]]:
-    backend = FakeBackend()
-    batcher = OnnxBatcher(backend, policy)  # type: ignore[arg-type]
+def make(policy: BatchPolicy) -> tuple[OnnxBatcher, FakeRuntime, list[int]]:
+    runtime = FakeRuntime()
+    batcher = OnnxBatcher(runtime, policy)
     wakes: list[int] = []
     batcher.attach(lambda: wakes.append(1))
-    return batcher, backend, wakes
+    return batcher, runtime, wakes
 
 
 def seq(loop, max_tokens: int = 4) -> Sequence:
@@ -143,7 +59,7 @@ def test_an_idle_model_waits_the_queue_delay_for_its_batch_to_fill(loop) -> None
 
 
 def test_requests_arriving_while_a_batch_runs_join_the_next_batch(loop) -> None:
-    batcher, backend, _ = make(BatchPolicy(max_batch_size=4, max_queue_delay_ms=0))
+    batcher, _, _ = make(BatchPolicy(max_batch_size=4, max_queue_delay_ms=0))
     first = [seq(loop, max_tokens=3) for _ in range(2)]
     for s in first:
         batcher.submit(s)
@@ -169,13 +85,13 @@ def test_a_finished_sequence_ends_at_once_while_its_batch_runs_on(loop) -> None:
 
 
 def test_a_stop_string_ends_the_sequence_and_cancels_its_row(loop) -> None:
-    batcher, backend, _ = make(BatchPolicy(max_batch_size=2, max_queue_delay_ms=0))
+    batcher, runtime, _ = make(BatchPolicy(max_batch_size=2, max_queue_delay_ms=0))
     stopped = Sequence([1], SamplingParams(temperature=0, stop=("xx",)), 10, loop)
     batcher.submit(stopped)
     batcher.step()
     batcher.step()
     assert stopped.finish_reason == "stop"
-    assert backend.engine.active[0].cancelled
+    assert runtime.cancelled == [stopped.id]
 
 
 def test_a_full_queue_refuses_a_request_at_once(loop) -> None:
@@ -196,7 +112,7 @@ def test_a_cancelled_waiting_request_leaves_the_queue(loop) -> None:
 
 def test_regroup_sends_the_stragglers_back_to_the_head_with_what_they_generated(loop) -> None:
     policy = BatchPolicy(max_batch_size=2, max_queue_delay_ms=0, regroup_at=1)
-    batcher, backend, _ = make(policy)
+    batcher, runtime, _ = make(policy)
     short, straggler = seq(loop, max_tokens=1), seq(loop, max_tokens=50)
     batcher.submit(short)
     batcher.submit(straggler)
@@ -206,4 +122,4 @@ def test_regroup_sends_the_stragglers_back_to_the_head_with_what_they_generated(
     batcher.step()
     assert batcher.regroups == 1
     assert set(batcher.running) == {straggler, queued}
-    assert backend.begun[-2] == straggler.prompt + [TOKEN], "it continues from its own tokens"
+    assert runtime.begun[-2] == straggler.prompt + [TOKEN], "it continues from its own tokens"

@@ -10,24 +10,15 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from onnx_model import MODEL_NAME, ensure_model
-from test_residency import (
-    CTX, MiB, PARALLEL, SMOL, assert_complete, chat, load_counts, openai_client, reserved_bytes,
-    resident, serve_args,
+from residency_support import (
+    MiB, SMOL, assert_complete, chat, load_counts, openai_client, reserved_bytes, resident,
+    serve_args,
 )  # fmt: skip
-
-from localserve.engine.loader import estimate_load
-from localserve.engine.options import EngineOptions
-from localserve.store.resolve import resolve
-
-
-def onnx_reserved_bytes(folder: str) -> int:
-    """What the manager reserves for the ONNX folder at --parallel 2 --ctx 512."""
-    return estimate_load(resolve(folder), EngineOptions(n_slots=PARALLEL, n_ctx_slot=CTX)).total
 
 
 def test_one_daemon_serves_an_onnx_and_a_gguf_model_side_by_side(daemon_factory) -> None:
     folder = str(ensure_model())
-    budget = reserved_bytes(resolve(SMOL).path) + onnx_reserved_bytes(folder) + 100 * MiB
+    budget = reserved_bytes(SMOL) + reserved_bytes(folder) + 100 * MiB
     _, url = daemon_factory(serve_args(SMOL, folder, budget=budget))
     client = openai_client(url)
     try:
@@ -44,7 +35,7 @@ def test_one_daemon_serves_an_onnx_and_a_gguf_model_side_by_side(daemon_factory)
 
 def test_lru_evicts_across_formats_within_a_budget_that_fits_one(daemon_factory) -> None:
     folder = str(ensure_model())
-    sizes = [reserved_bytes(resolve(SMOL).path), onnx_reserved_bytes(folder)]
+    sizes = [reserved_bytes(SMOL), reserved_bytes(folder)]
     budget = max(sizes) + 50 * MiB
     assert budget < sum(sizes), "the two models are too unequal to size a fits-one budget"
     _, url = daemon_factory(serve_args(SMOL, folder, budget=budget))

@@ -2,9 +2,10 @@
 
 import pytest
 
-from localserve.engine.errors import BadRequest
-from localserve.engine.keep_alive import parse_keep_alive
-from localserve.engine.pools import MemoryPool, parse_size
+from localserve.ground.errors import BadRequest
+from localserve.ground.units import parse_keep_alive
+from localserve.engine.pools import MemoryPool
+from localserve.ground.units import parse_size
 
 
 @pytest.mark.parametrize(

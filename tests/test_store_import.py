@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from localserve.store.importer import import_model, scan
-from localserve.store.inspect import BadModelFile
+from localserve.formats import BadModelFile
 from localserve.store.library import Library
 from store_support import smol_bytes, truncated_copy
 

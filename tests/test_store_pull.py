@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hub_server import Hub, sha256_of
-from localserve.engine.errors import ModelNotFound
+from localserve.ground.errors import ModelNotFound
 from localserve.store.hub import PullError
 from localserve.store.library import Library
 from localserve.store.names import parse_name
@@ -157,7 +157,7 @@ def test_delete_frees_only_blobs_no_other_model_references(library: Library, hub
 
 
 def test_deleting_the_embedded_default_is_refused(library: Library) -> None:
-    from localserve.engine.errors import BadRequest
+    from localserve.ground.errors import BadRequest
 
     with pytest.raises(BadRequest, match="ships inside"):
         library.delete("smollm2")

@@ -1,67 +1,32 @@
-"""The protocol every backend implements, and the plan the scheduler hands it each step.
+"""What a backend is to the engine: a vocabulary, and one of two ways of running a batch.
 
-A backend knows kernels, KV slots and memory sizes. It knows nothing of HTTP, queues or other
-models: the scheduler decides what runs in a step, the backend only runs it.
+A backend knows kernels, KV cells and memory sizes. It knows nothing of HTTP, queues or other
+models. There are two kinds, after who decides what runs in a step:
+
+- a `SlotBackend` (llama.cpp) runs exactly the `StepPlan` the engine's scheduler hands it, over
+  KV slots allocated at load; `EmbeddingBackend` and `SlotStates` (engine/slots.py) are
+  capabilities it may add;
+- a `BatchRuntime` (onnxruntime-genai) batches requests itself: the engine's batcher starts,
+  steps and ends its requests' turns, and reads back `TurnEvent`s of our own making, so that
+  no runtime's types reach the engine.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from localserve.engine.sampling import SamplingParams
+from localserve.ground.model import ModelInfo
+from localserve.ground.sampling import SamplingParams
+from localserve.ground.step import StepPlan
 
 
-@dataclass
-class StepChunk:
-    """Tokens of one sequence to run in this step.
-
-    `sample` asks for a token to be drawn after the last one: true for a decode token and for
-    the final chunk of a prompt, false for a prefill chunk that leaves more prompt to go.
-    """
-
-    slot: int
-    tokens: list[int]
-    start_pos: int
-    sample: bool
-
-
-@dataclass
-class StepPlan:
-    """Everything one forward pass of one model does: decode tokens first, then prefill chunks."""
-
-    chunks: list[StepChunk] = field(default_factory=list)
-
-    @property
-    def n_tokens(self) -> int:
-        return sum(len(c.tokens) for c in self.chunks)
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """What the engine and the API faces need to know about a loaded model."""
-
-    name: str
-    path: str
-    format: str
-    n_slots: int
-    n_ctx_slot: int
-    n_ctx_train: int
-    size_bytes: int
-    chat_template: str | None
-    bos_text: str
-    eos_text: str
-    add_bos: bool
-    architecture: str = "unknown"
-    quantization: str = "unknown"
-    n_params: int = 0
-    n_embd: int = 0
-
-
-class Backend(Protocol):
-    """A loaded model on one device, with `n_slots` KV slots allocated at load."""
+class Vocabulary(Protocol):
+    """A loaded model's tokens: text to ids and back, and its facts (`info` carries the chat
+    template and the special tokens' text)."""
 
     info: ModelInfo
 
@@ -80,6 +45,18 @@ class Backend(Protocol):
         """Token ids run from 0 to n_vocab - 1."""
         ...
 
+
+class Backend(Vocabulary, Protocol):
+    """A loaded model of either kind, as the loader and a resident model hold it."""
+
+    def close(self) -> None:
+        """Free every native resource; the backend is unusable afterwards."""
+        ...
+
+
+class SlotBackend(Backend, Protocol):
+    """A model whose steps the engine plans, with `info.n_slots` KV slots allocated at load."""
+
     def seq_start(self, slot: int, params: SamplingParams, prompt: list[int]) -> None:
         """Give a slot a fresh sampler for a new sequence; its KV cells are left as they are."""
         ...
@@ -96,14 +73,10 @@ class Backend(Protocol):
         """Run one forward pass; return one sampled token per chunk with `sample` set, in order."""
         ...
 
-    def close(self) -> None:
-        """Free every native resource; the backend is unusable afterwards."""
-        ...
-
 
 @runtime_checkable
 class EmbeddingBackend(Protocol):
-    """A backend that can also return hidden states, one row per token, for embeddings.
+    """A slot backend that can also return hidden states, one row per token, for embeddings.
 
     Optional: a backend without `embed` serves generation only, and its models answer an
     embeddings request with a clear 400.
@@ -117,5 +90,57 @@ class EmbeddingBackend(Protocol):
 
         Returns one row of hidden states per token, in plan order (n_tokens x n_embd). The
         chunks' KV cells are written as in a prefill, so a chunk may continue an earlier one.
+        """
+        ...
+
+
+class TurnEnd(Enum):
+    """Why a runtime ended a request's turn by itself."""
+
+    EOS = "eos"  # the model emitted an end-of-generation token (not itself reported)
+    LENGTH = "length"  # the turn reached its max_new tokens
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class TurnEvent:
+    """What one runtime step did to one request: a new token, an end, or both."""
+
+    key: int  # the key the batcher began the request with
+    token: int | None = None
+    end: TurnEnd | None = None
+
+
+class BatchRuntime(Backend, Protocol):
+    """A model whose runtime batches its requests itself (onnxruntime-genai's Engine).
+
+    Requests are named by a key of the batcher's choosing. The engine a runtime steps must be
+    used from the thread that made it: the batcher calls `new_engine` on its engine thread.
+    """
+
+    # The most requests one batch holds.
+    max_batch_size: int
+    # True when requests may join a running batch (a paged KV cache); false for static batches,
+    # which run until their last request ends.
+    continuous: bool
+    # The model's end-of-generation tokens; a turn that ends with TurnEnd.EOS emitted one.
+    eos_ids: frozenset[int]
+
+    def new_engine(self) -> None:
+        """Start a fresh engine on the calling thread; the previous one's requests are gone."""
+        ...
+
+    def begin(self, key: int, tokens: list[int], params: SamplingParams, max_new: int) -> None:
+        """Add a request under `key`, sampled its own way, to generate at most `max_new`."""
+        ...
+
+    def run(self) -> list[TurnEvent]:
+        """Run one step of the engine's batch."""
+        ...
+
+    def release(self, key: int, cancel: bool) -> None:
+        """Let go of a request; `cancel` first stops its turn, when the runtime still runs it.
+
+        In a static batch its row runs on as padding until the batch ends.
         """
         ...

@@ -5,7 +5,7 @@ allocated once at load, serves every slot. Each slot is a llama.cpp sequence id.
 `Llama` class is avoided on purpose: it serves one sequence at a time.
 
 The same context embeds: `embed` switches it to embeddings mode for one decode and returns every
-token's hidden state; the scheduler pools them. The context is created with pooling NONE on
+token's hidden state; the engine pools them. The context is created with pooling NONE on
 purpose: with one KV stream per slot, llama.cpp splits a batch into micro-batches holding an
 equal number of tokens of each sequence, and its own pooling then averages only the last
 micro-batch of a longer input (measured: cosine 0.90 against the input embedded alone).
@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 import llama_cpp as ll
 import numpy as np
 
-from localserve.backends.base import ModelInfo, StepPlan
-from localserve.engine.errors import LoadFailed
-from localserve.engine.sampling import SamplingParams
+from localserve.formats.gguf import quantization
+from localserve.ground.model import ModelInfo
+from localserve.ground.step import StepPlan
+from localserve.ground.errors import LoadFailed
+from localserve.ground.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +96,11 @@ class LlamaCppOptions:
 
 
 class LlamaCppBackend:
-    """A GGUF model loaded with its slots' KV cache and a sampler per busy slot."""
+    """A GGUF model loaded with its slots' KV cache and a sampler per busy slot.
+
+    A `SlotBackend` (backends/base.py) that is also an `EmbeddingBackend` and has `SlotStates`
+    (engine/slots.py): its slots' cells can be copied, saved and restored.
+    """
 
     def __init__(self, name: str, path: str, options: LlamaCppOptions) -> None:
         _ensure_backend()
@@ -170,7 +176,7 @@ class LlamaCppBackend:
             eos_text=self._special_text(ll.llama_vocab_eos(self._vocab)),
             add_bos=bool(ll.llama_vocab_get_add_bos(self._vocab)),
             architecture=arch,
-            quantization=self._description().rsplit(" ", 1)[-1],
+            quantization=quantization(self._meta("general.file_type")),
             n_params=int(ll.llama_model_n_params(model)),
             n_embd=int(ll.llama_model_n_embd(model)),
         )
@@ -179,12 +185,6 @@ class LlamaCppBackend:
         buf = ctypes.create_string_buffer(256)
         n = ll.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
         return buf.value.decode("utf-8", errors="replace") if n >= 0 else None
-
-    def _description(self) -> str:
-        """llama.cpp's one-line summary, e.g. "llama 135M Q4_1"."""
-        buf = ctypes.create_string_buffer(256)
-        ll.llama_model_desc(self._model, buf, len(buf))
-        return buf.value.decode("utf-8", errors="replace")
 
     def _special_text(self, token: int) -> str:
         if token < 0:

@@ -22,11 +22,12 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from localserve.backends.base import ModelInfo
-from localserve.backends.onnx_folder import OnnxFolder, read_folder
+from localserve.backends.base import TurnEnd, TurnEvent
+from localserve.ground.model import ModelInfo
+from localserve.formats.onnx import OnnxFolder, read_folder
 from localserve.backends.onnx_vocab import load_token_bytes
-from localserve.engine.errors import LoadFailed
-from localserve.engine.sampling import SamplingParams
+from localserve.ground.errors import LoadFailed
+from localserve.ground.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ def provider_for_estimate(folder: OnnxFolder, requested: str = "auto") -> str:
 
 
 class OnnxGenaiBackend:
-    """A loaded onnxruntime-genai model: tokenizer, token bytes, and the Engine's settings."""
+    """A loaded onnxruntime-genai model, a `BatchRuntime`: tokenizer, token bytes, its Engine."""
 
     def __init__(self, name: str, path: str, opts: OnnxOptions) -> None:
         try:
@@ -101,6 +102,13 @@ class OnnxGenaiBackend:
             ) from None
 
         self._og = og
+        # The Engine and its requests by our key (and our key by id() of og's request); made
+        # on the engine thread by new_engine.
+        self._engine: Any = None
+        self._events: Any = None
+        self._flags = (0, 0, 0)
+        self._requests: dict[int, tuple[Any, int]] = {}
+        self._keys: dict[int, int] = {}
         self.folder = read_folder(path)
         self.provider = choose_provider(self.folder, opts.provider)
         self.max_batch_size = max(1, opts.max_batch_size)
@@ -133,7 +141,7 @@ class OnnxGenaiBackend:
             eos_text=self.folder.special_text("eos_token"),
             add_bos=self.folder.add_bos,
             architecture=self.folder.architecture,
-            quantization=_quantization(self.folder),
+            quantization=self.folder.quantization,
         )
         log.info(
             "%s: onnxruntime-genai %s on %s, %s batching, up to %d sequences of %d tokens",
@@ -168,7 +176,7 @@ class OnnxGenaiBackend:
             log.info("%s: no dynamic batching on %s (%s)", self.folder.path.name, self.provider, exc)
             return False
 
-    # -- the Backend surface the engine uses ------------------------------------------------
+    # -- the Vocabulary surface ---------------------------------------------------------------
 
     def tokenize(self, text: str, add_special: bool) -> list[int]:
         tokens = [int(t) for t in self.tokenizer.encode(text)]
@@ -187,24 +195,32 @@ class OnnxGenaiBackend:
         return self._n_vocab
 
     def close(self) -> None:
-        # The Engine belongs to the batcher; the model and tokenizer free with their last reference.
+        # The model, tokenizer and Engine free with their last reference.
+        self._engine = None
+        self._requests.clear()
+        self._keys.clear()
         self.tokenizer = None
         self.model = None
 
-    # -- what the batcher asks of the runtime ------------------------------------------------
+    # -- the BatchRuntime surface: what engine/onnx_batcher.py steps --------------------------
 
-    def new_engine(self) -> Any:
-        """A fresh og.Engine; call it on the thread that will use it."""
-        return self._og.Engine(self.model)
+    def new_engine(self) -> None:
+        og = self._og
+        self._requests.clear()
+        self._keys.clear()
+        self._engine = og.Engine(self.model)
+        self._events = self._engine.create_event_buffer(4 * self.max_batch_size)
+        self._flags = (
+            og.EngineEventFlags.TOKEN.value,
+            og.EngineEventFlags.TURN_FINISHED.value,
+            og.EngineEventFlags.FAILED.value,
+        )
 
-    def begin(
-        self, engine: Any, tokens: list[int], params: SamplingParams, max_new: int
-    ) -> tuple[Any, int]:
-        """Add one request to the engine with its own sampling; returns it and its turn's id."""
+    def begin(self, key: int, tokens: list[int], params: SamplingParams, max_new: int) -> None:
         import numpy as np
 
         og = self._og
-        request = engine.create_request()
+        request = self._engine.create_request()
         turn = og.TurnOptions(request)
         if params.greedy:
             turn.set_do_sample(False)
@@ -223,13 +239,42 @@ class OnnxGenaiBackend:
         if params.ignore_eos:
             turn.set_min_generated_tokens(max(1, max_new))
         turn_id = request.begin_turn(np.asarray(tokens, dtype=np.int32), turn)
-        return request, int(turn_id)
+        # Holding the request keeps its id() from being reused while events may name it.
+        self._requests[key] = (request, int(turn_id))
+        self._keys[id(request)] = key
 
+    def run(self) -> list[TurnEvent]:
+        events = (self._event(e) for e in self._engine.run(self._events))
+        return [e for e in events if e is not None]
 
-def _quantization(folder: OnnxFolder) -> str:
-    """int4/int8 from the builder's precision, which it writes only into the folder's name."""
-    name = folder.path.name.lower()
-    for tag in ("int4", "int8", "fp16", "bf16", "fp32"):
-        if tag in name:
-            return tag
-    return "unknown"
+    def release(self, key: int, cancel: bool) -> None:
+        held = self._requests.pop(key, None)
+        if held is None:
+            return
+        request, turn = held
+        self._keys.pop(id(request), None)
+        try:
+            if cancel:
+                request.cancel_turn(turn)
+            request.close()
+        except Exception:  # the Engine already let go of it
+            log.debug("could not close a request on %s", self.info.name, exc_info=True)
+
+    def _event(self, event: Any) -> TurnEvent | None:
+        """Our own event for one of og's; None for a request already released."""
+        key = self._keys.get(id(event.request))
+        if key is None:
+            return None
+        token_flag, finished_flag, failed_flag = self._flags
+        flags = event.flags.value
+        token = int(event.token) if flags & token_flag else None
+        end = None
+        if flags & (finished_flag | failed_flag):
+            reason = event.finish_reason
+            if flags & failed_flag or reason == self._og.FinishReason.FAILED:
+                end = TurnEnd.FAILED
+            else:
+                end = TurnEnd.EOS if reason == self._og.FinishReason.EOS else TurnEnd.LENGTH
+        if token is None and end is None:
+            return None
+        return TurnEvent(key, token, end)

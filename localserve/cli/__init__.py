@@ -19,7 +19,7 @@ from localserve.cli.output import (
     error,
 )
 from localserve.client import ApiError, DaemonUnreachable
-from localserve.config import ConfigError
+from localserve.ground.settings import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:

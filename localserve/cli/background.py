@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from localserve import config
+from localserve.ground import settings as config
 from localserve.cli.output import note, spinner
 from localserve.client import Client, DaemonUnreachable
 
@@ -21,7 +21,7 @@ class DaemonDidNotStart(Exception):
     pass
 
 
-def ensure_daemon(client: Client, settings: config.Config) -> None:
+def ensure_daemon(client: Client, settings: config.Settings) -> None:
     """Return once a daemon answers at the configured address, starting one if need be."""
     try:
         client.health()
@@ -39,7 +39,7 @@ def ensure_daemon(client: Client, settings: config.Config) -> None:
     )
 
 
-def start(settings: config.Config, log_path: Path) -> subprocess.Popen[bytes]:
+def start(settings: config.Settings, log_path: Path) -> subprocess.Popen[bytes]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = [
         sys.executable, "-m", "localserve", "serve", "--no-default-model",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from localserve import config
+from localserve.ground import settings as config
 from localserve.client import Client
 
 
@@ -25,7 +25,7 @@ def address_options() -> argparse.ArgumentParser:
     return parent
 
 
-def connect(args: argparse.Namespace) -> tuple[config.Config, Client]:
+def connect(args: argparse.Namespace) -> tuple[config.Settings, Client]:
     settings = config.load({"host": args.host, "port": args.port})
     return settings, Client(settings.url)
 

@@ -2,31 +2,16 @@
 
 The GGUF backend's batcher is the continuous `Scheduler`; a backend whose runtime batches
 differently (onnxruntime-genai's static generator batches) brings its own, behind this surface.
+Every batcher admits through an `AdmissionQueue` (engine/admission.py) and cancels alike.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import deque
-from typing import Callable, Protocol, Sized
+from typing import Callable, Protocol, Sized, runtime_checkable
 
-from localserve.backends.base import ModelInfo
-from localserve.engine.errors import ContextOverflow, QueueFull
+from localserve.engine.admission import Cancellable
+from localserve.engine.embedding import EmbeddingJob
 from localserve.engine.sequence import Sequence
-
-
-def enqueue(
-    waiting: deque[Sequence], lock: threading.Lock, seq: Sequence, limit: int,
-    info: ModelInfo, prompt_field: str,
-) -> None:
-    """The admission rule every batcher shares: refuse at once a prompt that can never fit a
-    slot, and a request that would wait past the queue's bound; otherwise queue it."""
-    if seq.prompt_tokens >= info.n_ctx_slot:
-        raise ContextOverflow(seq.prompt_tokens, info.n_ctx_slot, prompt_field)
-    with lock:
-        if len(waiting) >= limit:
-            raise QueueFull(info.name, limit)
-        waiting.append(seq)
 
 
 class Batcher(Protocol):
@@ -42,7 +27,10 @@ class Batcher(Protocol):
         """Queue a sequence; raise ContextOverflow or QueueFull at once."""
         ...
 
-    def cancel(self, seq: Sequence) -> None: ...
+    def cancel(self, request: Cancellable) -> None:
+        """Cancel a sequence or an embeddings request and wake the engine loop: what of it
+        waits leaves the queue now, what runs is freed at the engine's next step."""
+        ...
 
     @property
     def busy(self) -> int:
@@ -53,4 +41,13 @@ class Batcher(Protocol):
 
     def step(self) -> None:
         """Run one unit of work on the engine thread and deliver what it produced."""
+        ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """A batcher that can embed. Optional: a batcher without it serves generation only."""
+
+    def submit_embedding(self, job: EmbeddingJob) -> None:
+        """Queue a job's inputs; raise ContextOverflow or QueueFull at once."""
         ...

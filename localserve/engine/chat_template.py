@@ -14,7 +14,7 @@ from typing import Any
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from localserve.engine.errors import BadRequest
+from localserve.ground.errors import BadRequest
 
 log = logging.getLogger(__name__)
 

@@ -16,11 +16,11 @@ log = logging.getLogger(__name__)
 
 
 class DeviceLoop:
-    """Round-robin over the schedulers of the models resident on one device."""
+    """Round-robin over the batchers of the models resident on one device."""
 
     def __init__(self, device: str) -> None:
         self.device = device
-        self._schedulers: list[Batcher] = []
+        self._batchers: list[Batcher] = []
         self._lock = threading.Lock()
         # Held for each step, so that removing a model waits for its step in progress.
         self._stepping = threading.Lock()
@@ -31,17 +31,17 @@ class DeviceLoop:
     def start(self) -> None:
         self._thread.start()
 
-    def add(self, scheduler: Batcher) -> None:
-        scheduler.attach(self.wake)
+    def add(self, batcher: Batcher) -> None:
+        batcher.attach(self.wake)
         with self._lock:
-            self._schedulers.append(scheduler)
+            self._batchers.append(batcher)
         self.wake()
 
-    def remove(self, scheduler: Batcher) -> None:
+    def remove(self, batcher: Batcher) -> None:
         """Stop stepping a model; returns once no step of it is running (call off the loop)."""
         with self._stepping, self._lock:
-            if scheduler in self._schedulers:
-                self._schedulers.remove(scheduler)
+            if batcher in self._batchers:
+                self._batchers.remove(batcher)
 
     def wake(self) -> None:
         self._wake.set()
@@ -57,13 +57,13 @@ class DeviceLoop:
             # Clear before looking for work: a submit that lands after the look sets it again.
             self._wake.clear()
             with self._lock:
-                turn = [s for s in self._schedulers if s.has_work()]
-            for scheduler in turn:
+                turn = [s for s in self._batchers if s.has_work()]
+            for batcher in turn:
                 with self._stepping:
-                    if scheduler not in self._schedulers:
+                    if batcher not in self._batchers:
                         continue
                     try:
-                        scheduler.step()
+                        batcher.step()
                     except Exception:  # never let one model's bug stop the device
                         log.exception("engine step failed on %s", self.device)
             if not turn:

@@ -14,26 +14,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# llama.cpp keeps a row of logits for every output token, even in embeddings mode, and an
-# embedding step outputs every token: its output buffer grows to rows x (vocab + width) floats
-# and stays. Bounding the rows of an embedding step bounds that buffer; the estimate reserves it.
-# 16 MiB keeps the estimate within a few percent of a small model's (84 rows for SmolLM2's
-# 49k vocabulary, 16 for Gemma's 262k); a longer input simply takes more steps.
-EMBED_OUTPUT_BYTES = 16 << 20
-F32 = 4
-
-
-def embedding_rows(n_vocab: int, n_embd: int, n_slots: int, step_tokens: int) -> int:
-    """Tokens one embedding step may carry: as many as step_tokens, within EMBED_OUTPUT_BYTES."""
-    per_row = max(1, (n_vocab + n_embd) * F32)
-    return max(n_slots, min(step_tokens, EMBED_OUTPUT_BYTES // per_row))
-
-
-def embedding_output_bytes(n_vocab: int, n_embd: int, n_slots: int, step_tokens: int) -> int:
-    """The output buffer an embedding step leaves behind, for the memory estimate."""
-    rows = embedding_rows(n_vocab, n_embd, n_slots, step_tokens)
-    return rows * (n_vocab + n_embd) * F32
-
 
 @dataclass(eq=False)
 class EmbeddingInput:
@@ -50,6 +30,15 @@ class EmbeddingInput:
     @property
     def remaining(self) -> int:
         return len(self.tokens) - self.n_done
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def cancelled(self) -> bool:
+        """Its request's flag: cancelling a request cancels every input of it."""
+        return self.job.cancelled
 
     def take(self, rows: np.ndarray, pooling: str) -> None:
         """Fold this step's hidden-state rows (one per token just run) into the pooled state."""
@@ -77,6 +66,7 @@ class EmbeddingJob:
     loop: asyncio.AbstractEventLoop
     result: asyncio.Future[list[np.ndarray]] = field(init=False)
     vectors: list[np.ndarray | None] = field(init=False)
+    # Set by the batcher's cancel (the client left); the engine thread frees the inputs' slots.
     cancelled: bool = False
 
     def __post_init__(self) -> None:
@@ -93,9 +83,6 @@ class EmbeddingJob:
     @property
     def complete(self) -> bool:
         return all(v is not None for v in self.vectors)
-
-    def cancel(self) -> None:
-        self.cancelled = True
 
 
 def normalize(vec: np.ndarray) -> np.ndarray:

@@ -1,69 +1,51 @@
 """Embedding inputs inside a model's batcher: they wait for a slot, run, and are pooled.
 
 An embedding step is a decode of its own (llama.cpp's embeddings mode is a property of the
-context, not of a sequence), taken in turn with generation steps by the `Scheduler`. One step
-fills a single batch with as many inputs as there are free slots and rows in its budget, so
-the inputs of one request and of concurrent requests share decode calls. An input longer than
-the budget continues in the next embedding step from its KV cells, as a chunked prefill does.
-The KV cache is the one allocated at load: an input only borrows a free slot.
+context, not of a sequence), taken in turn with generation steps by the `Scheduler`, which owns
+the lane and decides whose turn it is. One step fills a single batch with as many inputs as
+there are free slots and rows in its budget, so the inputs of one request and of concurrent
+requests share decode calls. An input longer than the budget continues in the next embedding
+step from its KV cells, as a chunked prefill does. The KV cache is the one allocated at load:
+an input only borrows a free slot from the model's `Slots`.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections import deque
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from localserve.backends.base import EmbeddingBackend, StepChunk, StepPlan
-from localserve.engine.embedding import EmbeddingInput, EmbeddingJob, embedding_rows
-from localserve.engine.errors import ContextOverflow, QueueFull
-
-if TYPE_CHECKING:
-    from localserve.engine.scheduler import Scheduler
+from localserve.backends.base import EmbeddingBackend
+from localserve.engine.admission import AdmissionQueue
+from localserve.engine.embedding import EmbeddingInput, EmbeddingJob
+from localserve.engine.slots import Slots
+from localserve.formats.gguf import embedding_rows
+from localserve.ground.step import StepChunk, StepPlan
 
 log = logging.getLogger(__name__)
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """A batcher that can embed. Optional: a batcher without it serves generation only."""
-
-    def submit_embedding(self, job: EmbeddingJob) -> None:
-        """Queue a job's inputs; raise ContextOverflow or QueueFull at once."""
-        ...
 
 
 class EmbeddingLane:
     """The embedding inputs of one model: waiting for a slot, and running in one."""
 
-    def __init__(self, scheduler: Scheduler, backend: EmbeddingBackend, max_waiting: int) -> None:
-        self.scheduler = scheduler
+    def __init__(
+        self, backend: EmbeddingBackend, slots: Slots, step_tokens: int, max_waiting: int
+    ) -> None:
         self.backend = backend
-        info = scheduler.backend.info
-        self.rows = embedding_rows(
-            scheduler.backend.n_vocab, info.n_embd, info.n_slots, scheduler.step_tokens
-        )
+        self.slots = slots
+        info = slots.backend.info
+        self.name = info.name
+        self.rows = embedding_rows(slots.backend.n_vocab, info.n_embd, info.n_slots, step_tokens)
         # Counted in inputs; a request is always taken when nothing waits, however many it has.
-        self.max_waiting = max_waiting * info.n_slots
-        self.waiting: deque[EmbeddingInput] = deque()
+        self.waiting: AdmissionQueue[EmbeddingInput] = AdmissionQueue(
+            info.name, max_waiting * info.n_slots, info.n_ctx_slot
+        )
         self.running: list[EmbeddingInput] = []
-        self._lock = threading.Lock()
 
     # -- called from the event loop ----------------------------------------------------------
 
     def submit(self, job: EmbeddingJob) -> None:
-        n_ctx = self.scheduler.backend.info.n_ctx_slot
-        for tokens in job.inputs_tokens:
-            if len(tokens) > n_ctx:
-                raise ContextOverflow(len(tokens), n_ctx, "input")
-        inputs = job.inputs()
-        with self._lock:
-            if self.waiting and len(self.waiting) + len(inputs) > self.max_waiting:
-                raise QueueFull(self.scheduler.backend.info.name, self.max_waiting)
-            self.waiting.extend(inputs)
+        self.waiting.submit(job.inputs(), "input")
 
     @property
     def busy(self) -> int:
@@ -83,25 +65,21 @@ class EmbeddingLane:
         try:
             rows = self.backend.embed(plan)
         except Exception as exc:  # a kernel failure fails the jobs in this step, not the daemon
-            log.exception("embedding step failed for model %s", self.scheduler.backend.info.name)
+            log.exception("embedding step failed for model %s", self.name)
             self._fail({inp.job for inp in inputs}, exc)
             return
-        self.scheduler.steps += 1
+        self.slots.tick()
         self._postprocess(plan, inputs, rows)
 
     def _reap_cancelled(self) -> None:
-        for inp in [i for i in self.running if i.job.cancelled]:
+        for inp in [i for i in self.running if i.cancelled]:
             self._release(inp)
-        if any(i.job.cancelled for i in self.waiting):
-            with self._lock:
-                self.waiting = deque(i for i in self.waiting if not i.job.cancelled)
+        self.waiting.reap()
 
     def _admit(self) -> None:
         budget = self.rows - sum(i.remaining for i in self.running)
-        while budget > 0 and self.waiting and self.scheduler.slots.free:
-            with self._lock:
-                inp = self.waiting.popleft()
-            inp.slot = self.scheduler.lend_slot()
+        while budget > 0 and self.slots.free and (inp := self.waiting.take()) is not None:
+            inp.slot = self.slots.lend()
             self.running.append(inp)
             budget -= inp.remaining
 
@@ -137,21 +115,18 @@ class EmbeddingLane:
         for job in done:
             _post(job, lambda j=job: _resolve(j))
 
-    def _release(self, inp: EmbeddingInput) -> None:
+    def _release(self, inp: EmbeddingInput, kv_valid: bool = True) -> None:
         assert inp.slot is not None
-        # The cells hold exactly the tokens run so far: a later prompt may reuse them.
-        self.scheduler.return_slot(inp.slot, inp.tokens[: inp.n_done])
+        # The cells hold exactly the tokens run so far: a later prompt may reuse them. A failed
+        # batch's cells are trusted not at all.
+        self.slots.put_back(inp.slot, inp.tokens[: inp.n_done] if kv_valid else None)
         inp.slot = None
         self.running.remove(inp)
 
     def _fail(self, jobs: set[EmbeddingJob], exc: Exception) -> None:
         for inp in [i for i in self.running if i.job in jobs]:
-            assert inp.slot is not None
-            self.scheduler.return_slot(inp.slot, None)  # a failed batch: trust none of its cells
-            inp.slot = None
-            self.running.remove(inp)
-        with self._lock:
-            self.waiting = deque(i for i in self.waiting if i.job not in jobs)
+            self._release(inp, kv_valid=False)
+        self.waiting.drop(lambda i: i.job in jobs)
         error = RuntimeError(f"embedding failed: {exc}")
         for job in jobs:
             _post(job, lambda j=job: _reject(j, error))
@@ -172,4 +147,3 @@ def _resolve(job: EmbeddingJob) -> None:
 def _reject(job: EmbeddingJob, error: Exception) -> None:
     if not job.result.done():
         job.result.set_exception(error)
-

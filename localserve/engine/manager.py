@@ -16,28 +16,38 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import psutil
+from typing import Protocol
 
-from localserve.engine.device_loop import DeviceLoop
-from localserve.engine.errors import BadRequest, DoesNotFit, ModelBusy
-from localserve.engine.estimate import MemoryEstimate
-from localserve.engine.loader import estimate_load, load
-from localserve.engine.options import EngineOptions
-from localserve.engine.pools import format_size, system_ram_pool
+from localserve.ground.errors import BadRequest, DoesNotFit, ModelBusy
+from localserve.formats import MemoryEstimate
+from localserve.engine.loader import DeviceLoader, Loader
+from localserve.engine.pools import MemoryPool, system_ram_pool
+from localserve.ground.units import UNSET, KeepAlive, format_size
 from localserve.engine.resident import ResidentModel
+from localserve.ground.model import ModelRef
+from localserve.ground.settings import Settings
 from localserve.store.library import Library
-from localserve.store.resolve import ModelRef, canonical_name
+from localserve.store.resolve import canonical_name
 
 log = logging.getLogger(__name__)
 
 
-class ModelManager:
-    """Loads, hands out, keeps alive and evicts models; owns the device loops that step them."""
+class ModelLibrary(Protocol):
+    """What the manager asks of the store: the file a name stands for."""
 
-    def __init__(self, options: EngineOptions) -> None:
-        self.options = options
-        self.pool = system_ram_pool(options.memory_budget)
-        self.library = Library(options.models_dir)
+    def resolve(self, name: str, allow_path: bool = False) -> ModelRef: ...
+
+
+class ModelManager:
+    """Loads, hands out, keeps alive and evicts models, through its loader, within its pool."""
+
+    def __init__(
+        self, settings: Settings, loader: Loader, library: ModelLibrary, pool: MemoryPool
+    ) -> None:
+        self.settings = settings
+        self.loader = loader
+        self.library = library
+        self.pool = pool
         self.load_counts: dict[str, int] = {}
         # Models first named by a file path keep answering to their name after an eviction.
         self._known: dict[str, ModelRef] = {}
@@ -45,10 +55,15 @@ class ModelManager:
         self._loading: dict[str, asyncio.Task[ResidentModel]] = {}
         self._waiters: dict[str, int] = {}
         self._unloading: set[str] = set()
+        self._in_line: list[str] = []
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._changed = asyncio.Event()
-        self._cpu = DeviceLoop("cpu")
-        self._cpu.start()
+
+    @classmethod
+    def for_settings(cls, settings: Settings) -> ModelManager:
+        """The daemon's manager: the store's library, models run by this process's devices."""
+        pool = system_ram_pool(settings.memory_budget)
+        return cls(settings, DeviceLoader(settings), Library(settings.models_dir), pool)
 
     @property
     def models(self) -> list[ResidentModel]:
@@ -61,9 +76,9 @@ class ModelManager:
 
     @asynccontextmanager
     async def acquire(
-        self, name: str, keep_alive_s: float | None | bool = False
+        self, name: str, keep_alive_s: KeepAlive = UNSET
     ) -> AsyncIterator[ResidentModel]:
-        """Hold a resident model for one request. `keep_alive_s` (if not False) overrides how
+        """Hold a resident model for one request. `keep_alive_s` (unless UNSET) overrides how
         long the model stays after this request: seconds, None for ever, 0 to unload at once."""
         model = await self.ensure(name)
         model.in_flight += 1
@@ -73,8 +88,8 @@ class ModelManager:
         finally:
             model.in_flight -= 1
             model.last_used = time.monotonic()
-            if keep_alive_s is not False:
-                model.keep_alive_s = keep_alive_s  # type: ignore[assignment]
+            if keep_alive_s is not UNSET:
+                model.keep_alive_s = keep_alive_s
             self._after_use(model)
 
     async def ensure(self, name: str, allow_path: bool = False) -> ResidentModel:
@@ -128,8 +143,7 @@ class ModelManager:
 
     async def _load(self, ref: ModelRef, started: float) -> ResidentModel:
         loop = asyncio.get_running_loop()
-        opts = self.options
-        need = await loop.run_in_executor(None, estimate_load, ref, opts)
+        need = await loop.run_in_executor(None, self.loader.estimate, ref)
         if need.total > self.pool.budget:
             raise DoesNotFit(
                 f"model '{ref.name}' needs {format_size(need.total)} but the {self.pool.device} "
@@ -138,13 +152,13 @@ class ModelManager:
         await self._make_room(ref.name, need.total, started)
         self.pool.reserve(ref.name, need.total)
         try:
-            model = await loop.run_in_executor(None, self._load_blocking, ref, need)
+            model = await loop.run_in_executor(None, self.loader.load, ref, need)
         except BaseException:
             self.pool.release(ref.name)
             raise
         self._resident[ref.name] = model
         self.load_counts[ref.name] = self.load_counts.get(ref.name, 0) + 1
-        self._cpu.add(model.scheduler)
+        model.keep_alive_s = self.settings.keep_alive
         self._notify()
         log.info(
             "loaded %s in %.2fs: estimate %s, the runtime reports %s",
@@ -152,41 +166,38 @@ class ModelManager:
         )
         return model
 
-    def _load_blocking(self, ref: ModelRef, need: MemoryEstimate) -> ResidentModel:
-        opts = self.options
-        rss_before = psutil.Process().memory_info().rss
-        t0 = time.perf_counter()
-        runtime = load(ref, opts, need)
-        model = ResidentModel(runtime.backend, runtime.batcher, device=self.pool.device)
-        model.load_seconds = time.perf_counter() - t0
-        model.estimate = need
-        model.actual_bytes = runtime.reported_bytes
-        model.rss_delta = psutil.Process().memory_info().rss - rss_before
-        model.keep_alive_s = opts.keep_alive_s
-        return model
-
     # -- making room -------------------------------------------------------------------------
 
     async def _make_room(self, name: str, need: int, started: float) -> None:
         in_the_way: list[ResidentModel] = []
+        # Loads that wait for room take it in the order they came: memory freed for an older
+        # swap must not go to a newer request (one for the very model evicted, say).
+        self._in_line.append(name)
         try:
-            while not self._room_for(name, need):
+            while self._in_line[0] != name or not self._room_for(name, need):
+                if self._in_line[0] != name:
+                    await self._wait_for_change(started, name)
+                    continue
                 victim = self._idle_victim(name)
                 if victim is not None:
                     self._start_unload(victim)
-                elif time.monotonic() - started > self.options.max_pass_over_s:
+                elif time.monotonic() - started > self.settings.max_pass_over:
                     # Stop feeding the models in the way, so they drain and can be evicted.
                     for model in self._resident.values():
                         if not model.pinned and not model.draining:
                             model.draining = True
                             in_the_way.append(model)
-                await self._wait_for_change(started, name)
+                # Wake at the pass-over bound too, so the models in the way drain on time.
+                left = started + self.settings.max_pass_over - time.monotonic()
+                await self._wait_for_change(started, name, left if left > 0 else 1.0)
         finally:
+            self._in_line.remove(name)
             for model in in_the_way:
                 model.draining = False
+            self._notify()
 
     def _room_for(self, name: str, need: int) -> bool:
-        cap = self.options.max_loaded_models
+        cap = self.settings.max_loaded_models
         others = len(self._resident) + len(self._unloading) + len(self._loading) - 1
         return self.pool.fits(need) and (cap <= 0 or others < cap)
 
@@ -194,20 +205,20 @@ class ModelManager:
         idle = [m for m in self._resident.values() if m.name != name and not m.pinned and m.idle]
         return min(idle, key=lambda m: m.last_used, default=None)
 
-    async def _wait_for_change(self, started: float, name: str) -> None:
-        remaining = self.options.load_timeout_s - (time.monotonic() - started)
+    async def _wait_for_change(self, started: float, name: str, at_most: float = 1.0) -> None:
+        remaining = self.settings.load_timeout - (time.monotonic() - started)
         if remaining <= 0:
             others = [m for m in self._resident.values() if m.name != name]
             busy = ", ".join(m.name for m in others if not m.idle) or "none"
             pinned = ", ".join(m.name for m in others if m.pinned) or "none"
             raise ModelBusy(
-                f"timed out after {self.options.load_timeout_s:.0f}s waiting for memory to load "
+                f"timed out after {self.settings.load_timeout:.0f}s waiting for memory to load "
                 f"'{name}'; busy models: {busy}; pinned models: {pinned}; memory budget "
                 f"{format_size(self.pool.budget)}"
             )
         event = self._changed
         try:
-            await asyncio.wait_for(event.wait(), min(remaining, 1.0))
+            await asyncio.wait_for(event.wait(), min(remaining, 1.0, at_most))
         except asyncio.TimeoutError:
             pass
 
@@ -257,16 +268,12 @@ class ModelManager:
         log.info("unloading %s", name)
         loop = asyncio.get_running_loop()
 
-        def free() -> None:
-            self._cpu.remove(model.scheduler)  # waits for a step in progress to end
-            model.backend.close()
-
         def done(_: object) -> None:
             self.pool.release(name)
             self._unloading.discard(name)
             self._notify()
 
-        loop.run_in_executor(None, free).add_done_callback(
+        loop.run_in_executor(None, self.loader.unload, model).add_done_callback(
             lambda f: loop.call_soon_threadsafe(done, f)
         )
 
@@ -295,7 +302,5 @@ class ModelManager:
         return True
 
     def close(self) -> None:
-        self._cpu.stop()
-        for model in self._resident.values():
-            model.backend.close()
+        self.loader.close()
         self._resident.clear()

@@ -18,6 +18,9 @@ paged KV cache on CUDA or WebGPU), requests go to it as soon as a row is free.
 `regroup_at` (off by default) ends a static batch early when only that many rows still run and
 a full batch's worth of requests waits: the stragglers rejoin the queue's head and continue from
 their prompt plus what they generated, which costs one prefill of that text.
+
+The runtime is a `BatchRuntime` (backends/base.py): this batcher names each request by its
+sequence's id and reads back our own `TurnEvent`s, never the runtime's types.
 """
 
 from __future__ import annotations
@@ -25,12 +28,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
-from localserve.backends.onnx_genai import OnnxGenaiBackend
-from localserve.engine.batcher import enqueue
+from localserve.backends.base import BatchRuntime, TurnEnd, TurnEvent
+from localserve.engine.admission import AdmissionQueue, Cancellable
 from localserve.engine.outputs import Outbox, accept_token, deliver, drain, end_sequence
 from localserve.engine.sequence import Delta, Sequence, Status
 
@@ -45,29 +47,20 @@ class BatchPolicy:
     regroup_at: int = 0
 
 
-@dataclass
-class _Row:
-    """A sequence's request in the Engine."""
-
-    request: Any
-    turn: int
-
-
 class OnnxBatcher:
     """Waiting and running sequences of one ONNX model, stepped by its device's engine loop."""
 
-    def __init__(self, backend: OnnxGenaiBackend, policy: BatchPolicy) -> None:
+    def __init__(self, backend: BatchRuntime, policy: BatchPolicy) -> None:
         self.backend = backend
         self.policy = policy
         self.max_batch_size = max(1, min(policy.max_batch_size, backend.max_batch_size))
         self.continuous = backend.continuous
-        self.waiting: deque[Sequence] = deque()
+        info = backend.info
+        self.waiting: AdmissionQueue[Sequence] = AdmissionQueue(
+            info.name, policy.max_waiting, info.n_ctx_slot, reserve=1
+        )
         self.running: list[Sequence] = []
-        self._rows: dict[int, _Row] = {}  # by Sequence.id
-        self._by_request: dict[int, Sequence] = {}  # by id() of the row's live og.Request
-        self._engine: Any = None
-        self._events: Any = None
-        self._lock = threading.Lock()
+        self._engine_ready = False
         self._wake: Callable[[], None] = lambda: None
         self._timer: threading.Timer | None = None
         # What the benchmark and /api/ps may want to know.
@@ -81,17 +74,14 @@ class OnnxBatcher:
         self._wake = wake
 
     def submit(self, seq: Sequence, prompt_field: str = "prompt") -> None:
-        enqueue(self.waiting, self._lock, seq, self.policy.max_waiting, self.backend.info, prompt_field)
+        self.waiting.submit([seq], prompt_field)
         self._wake()
         self._arm_timer()
 
-    def cancel(self, seq: Sequence) -> None:
-        seq.cancel()
-        with self._lock:
-            if seq in self.waiting:  # never started: nothing to free but its place in line
-                self.waiting.remove(seq)
-                seq.status = Status.FINISHED
-                seq.finish_reason = "cancelled"
+    def cancel(self, request: Cancellable) -> None:
+        request.cancelled = True
+        for seq in self.waiting.reap():
+            seq.mark_cancelled()
         self._wake()
 
     @property
@@ -119,33 +109,32 @@ class OnnxBatcher:
 
     def _seconds_until_start(self) -> float | None:
         """0 when the next batch may start now, None when nothing waits or a batch runs."""
-        with self._lock:
-            if not self.waiting:
-                return None
-            if self.continuous:
-                return 0 if len(self.running) < self.max_batch_size else None
-            if self.running:
-                return None
-            if len(self.waiting) >= self.max_batch_size:
-                return 0
-            oldest = self.waiting[0].created_at
-        left = oldest + self.policy.max_queue_delay_ms / 1000 - time.monotonic()
+        oldest = self.waiting.head()
+        if oldest is None:
+            return None
+        if self.continuous:
+            return 0 if len(self.running) < self.max_batch_size else None
+        if self.running:
+            return None
+        if len(self.waiting) >= self.max_batch_size:
+            return 0
+        left = oldest.created_at + self.policy.max_queue_delay_ms / 1000 - time.monotonic()
         return max(0.0, left)
 
     def step(self) -> None:
         """Start a batch if one is due, run one Engine step, deliver what each sequence got."""
         outbox: Outbox = []
-        if self._engine is None:
+        if not self._engine_ready:
             # An Engine may only be used from the thread that made it: this one.
-            self._engine = self.backend.new_engine()
-            self._events = self._engine.create_event_buffer(4 * self.max_batch_size)
+            self.backend.new_engine()
+            self._engine_ready = True
         self._reap_cancelled()
         self._maybe_regroup()
         if self._seconds_until_start() == 0:
             self._start(outbox)
         if self.running:
             try:
-                events = self._engine.run(self._events)
+                events = self.backend.run()
             except Exception as exc:  # a kernel failure fails this batch, not the daemon
                 log.exception("step failed for model %s", self.backend.info.name)
                 self._fail_batch(str(exc), outbox)
@@ -157,25 +146,18 @@ class OnnxBatcher:
 
     def _start(self, outbox: Outbox) -> None:
         started = 0
-        while len(self.running) < self.max_batch_size:
-            with self._lock:
-                if not self.waiting:
-                    break
-                seq = self.waiting.popleft()
+        while len(self.running) < self.max_batch_size and (seq := self.waiting.take()) is not None:
             # A sequence that rejoins after a regroup continues from what it generated.
             tokens = seq.prompt + seq.generated
             try:
-                request, turn = self.backend.begin(
-                    self._engine, tokens, seq.params, seq.max_new_tokens - len(seq.generated)
+                self.backend.begin(
+                    seq.id, tokens, seq.params, seq.max_new_tokens - len(seq.generated)
                 )
             except Exception as exc:  # only this request fails
                 log.exception("could not start a sequence on %s", self.backend.info.name)
                 seq.status = Status.FINISHED
                 end_sequence(seq, "error", outbox, error=str(exc))
                 continue
-            row = _Row(request, turn)
-            self._rows[seq.id] = row
-            self._by_request[id(request)] = seq
             seq.status = Status.RUNNING
             seq.n_prefilled = len(seq.prompt)
             self.running.append(seq)
@@ -183,38 +165,28 @@ class OnnxBatcher:
         if started:
             self.batches += 1
 
-    def _postprocess(self, events: Any, outbox: Outbox) -> None:
-        import onnxruntime_genai as og
-
-        token_flag = og.EngineEventFlags.TOKEN.value
-        finished_flag = og.EngineEventFlags.TURN_FINISHED.value
-        failed_flag = og.EngineEventFlags.FAILED.value
+    def _postprocess(self, events: list[TurnEvent], outbox: Outbox) -> None:
         now = time.monotonic()
+        by_key = {seq.id: seq for seq in self.running}
         for event in events:
-            seq = self._by_request.get(id(event.request))
+            seq = by_key.get(event.key)
             if seq is None or seq.status is not Status.RUNNING:
                 continue  # a row we already ended (a stop string, a cancel)
-            flags = event.flags.value
-            if flags & token_flag:
-                text, reason = accept_token(seq, int(event.token), self.backend, now)
+            if event.token is not None:
+                text, reason = accept_token(seq, event.token, self.backend, now)
                 if reason is not None:
-                    self._end(seq, reason, outbox, text, engine_done=bool(flags & finished_flag))
+                    self._end(seq, reason, outbox, text, engine_done=event.end is not None)
                     continue
                 if text:
                     outbox.append((seq, Delta(text)))
-            if flags & (finished_flag | failed_flag):
-                self._engine_ended(seq, event, bool(flags & failed_flag), now, outbox)
+            if event.end is not None:
+                self._engine_ended(seq, event.end, now, outbox)
 
-    def _engine_ended(
-        self, seq: Sequence, event: Any, failed: bool, now: float, outbox: Outbox
-    ) -> None:
+    def _engine_ended(self, seq: Sequence, end: TurnEnd, now: float, outbox: Outbox) -> None:
         """The Engine ended a turn our own rules did not: EOS, its length cap, or a failure."""
-        import onnxruntime_genai as og
-
-        reason = event.finish_reason
-        if failed or reason == og.FinishReason.FAILED:
+        if end is TurnEnd.FAILED:
             self._end(seq, "error", outbox, error="onnxruntime-genai failed this request")
-        elif reason == og.FinishReason.EOS:
+        elif end is TurnEnd.EOS:
             # The Engine does not report the end-of-generation token; count it as llama.cpp does.
             text, ended = accept_token(seq, min(self.backend.eos_ids), self.backend, now)
             self._end(seq, ended or "stop", outbox, text)
@@ -235,23 +207,17 @@ class OnnxBatcher:
 
     def _drop_row(self, seq: Sequence, cancel: bool) -> None:
         """Take a sequence out of the batch; its row runs on as padding until the batch ends."""
-        row = self._rows.pop(seq.id, None)
-        if row is not None:
-            self._by_request.pop(id(row.request), None)
-            try:
-                if cancel:
-                    row.request.cancel_turn(row.turn)
-                row.request.close()
-            except Exception:  # the Engine already let go of it
-                log.debug("could not close a request on %s", self.backend.info.name, exc_info=True)
-        seq.status = Status.FINISHED
         if seq in self.running:
+            self.backend.release(seq.id, cancel)
             self.running.remove(seq)
+        seq.status = Status.FINISHED
 
     def _reap_cancelled(self) -> None:
         for seq in [s for s in self.running if s.cancelled]:
             self._drop_row(seq, cancel=True)
-            seq.finish_reason = "cancelled"
+            seq.mark_cancelled()
+        for seq in self.waiting.reap():
+            seq.mark_cancelled()
 
     def _maybe_regroup(self) -> None:
         """End the batch early for a full queue, sending its few stragglers back to the head."""
@@ -264,12 +230,11 @@ class OnnxBatcher:
         for seq in stragglers:
             self._drop_row(seq, cancel=True)
             seq.status = Status.WAITING
-        with self._lock:
-            self.waiting.extendleft(reversed(stragglers))
+        self.waiting.put_back(stragglers)
         self.regroups += 1
 
     def _fail_batch(self, error: str, outbox: Outbox) -> None:
         for seq in list(self.running):
             self._end(seq, "error", outbox, error=error)
         # Whatever state the failed Engine kept, the next batch starts from a fresh one.
-        self._engine = None
+        self._engine_ready = False

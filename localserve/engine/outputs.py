@@ -8,20 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Protocol
 
-from localserve.backends.base import ModelInfo
+from localserve.backends.base import Vocabulary
 from localserve.engine.sequence import Delta, Sequence
 
 Outbox = list[tuple[Sequence, Delta]]
-
-
-class Vocabulary(Protocol):
-    info: ModelInfo
-
-    def token_piece(self, token: int) -> bytes: ...
-
-    def is_end_of_generation(self, token: int) -> bool: ...
 
 
 def accept_token(

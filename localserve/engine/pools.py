@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 import psutil
 
-GiB = 1 << 30
+from localserve.ground.units import GiB
+
 # What we leave to the rest of the desktop when no budget is given.
 DEFAULT_HEADROOM = 1 * GiB
 
@@ -43,26 +44,3 @@ def system_ram_pool(budget: int | None = None, headroom: int = DEFAULT_HEADROOM)
     if budget is None:
         budget = max(0, psutil.virtual_memory().available - headroom)
     return MemoryPool("cpu", budget)
-
-
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-          "mib": 1 << 20, "g": GiB, "gb": GiB, "gib": GiB, "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
-
-
-def parse_size(text: str) -> int:
-    """'512MiB', '2G', '1.5GB', '1048576' -> bytes (binary units throughout)."""
-    s = text.strip().lower().replace(" ", "")
-    i = len(s)
-    while i and not (s[i - 1].isdigit() or s[i - 1] == "."):
-        i -= 1
-    number, unit = s[:i], s[i:]
-    if not number or unit not in _UNITS:
-        raise ValueError(f"not a memory size: {text!r} (try 512MiB or 4GiB)")
-    return int(float(number) * _UNITS[unit])
-
-
-def format_size(n: int) -> str:
-    for unit, size in (("GiB", GiB), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"

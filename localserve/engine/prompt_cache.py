@@ -9,7 +9,7 @@ it, at several milliseconds a token here.
 
 Entries are the backend's own serialization of one slot's cells, opaque to this module. The
 cache never grows past its limit, which the model's memory reservation already counts (see
-engine/estimate.py); the least recently used entries go first.
+formats/gguf.py); the least recently used entries go first.
 """
 
 from __future__ import annotations

@@ -10,23 +10,24 @@ from typing import Any
 
 import numpy as np
 
-from localserve.backends.base import Backend, ModelInfo
+from localserve.backends.base import Backend
+from localserve.ground.model import ModelInfo
 from localserve.engine.chat_template import ChatTemplate
-from localserve.engine.errors import BadRequest
-from localserve.engine.estimate import MemoryEstimate
-from localserve.engine.sampling import SamplingParams
-from localserve.engine.batcher import Batcher
+from localserve.ground.errors import BadRequest
+from localserve.formats import MemoryEstimate
+from localserve.ground.sampling import SamplingParams
+from localserve.engine.batcher import Batcher, Embedder
 from localserve.engine.embedding import EmbeddingJob
-from localserve.engine.embedding_lane import Embedder
 from localserve.engine.sequence import Sequence, Status
 
 
 class ResidentModel:
     """What a request talks to once the manager has handed it a model."""
 
-    def __init__(self, backend: Backend, scheduler: Batcher, device: str) -> None:
+    def __init__(self, backend: Backend, batcher: Batcher, device: str) -> None:
+        # Either kind of backend (backends/base.py): the model's batcher is the one that fits it.
         self.backend = backend
-        self.scheduler = scheduler
+        self.batcher = batcher
         self.device = device
         self.info: ModelInfo = backend.info
         self.loaded_at = time.time()
@@ -52,7 +53,7 @@ class ResidentModel:
     @property
     def idle(self) -> bool:
         """No request holds it and its batcher has nothing running or waiting."""
-        return self.in_flight == 0 and self.scheduler.busy == 0
+        return self.in_flight == 0 and self.batcher.busy == 0
 
     def render_chat(self, messages: list[dict[str, Any]]) -> str:
         return self.template.render(messages, add_generation_prompt=True)
@@ -106,7 +107,7 @@ class ResidentModel:
         room = self.info.n_ctx_slot - len(prompt)
         limit = room if params.max_tokens is None else min(params.max_tokens, room)
         seq = Sequence(prompt, params, max(1, limit), asyncio.get_running_loop())
-        self.scheduler.submit(seq, prompt_field)
+        self.batcher.submit(seq, prompt_field)
         return seq
 
     @asynccontextmanager
@@ -122,19 +123,20 @@ class ResidentModel:
                 self.cancel(seq)
 
     def cancel(self, seq: Sequence) -> None:
-        self.scheduler.cancel(seq)
+        self.batcher.cancel(seq)
 
     async def embed(self, inputs: list[list[int]]) -> list[np.ndarray]:
         """One raw (unnormalized) vector per input, pooled the model's way.
 
         The inputs run in the model's batcher, sharing decode calls with other requests.
         """
-        if not isinstance(self.scheduler, Embedder):
+        if not isinstance(self.batcher, Embedder):
             raise BadRequest(f"model '{self.name}' does not support embeddings", "model")
         job = EmbeddingJob(inputs, asyncio.get_running_loop())
-        self.scheduler.submit_embedding(job)
+        self.batcher.submit_embedding(job)
         try:
             return await job.result
         finally:
             # A client that left frees its slots at the next embedding step; a no-op once done.
-            job.cancel()
+            # (Its future is done then too: cancelling the await cancelled it.)
+            self.batcher.cancel(job)

@@ -3,27 +3,26 @@
 Sequences join and leave between steps. Each step holds one decode token for every running
 sequence, then prefill chunks of newly admitted ones, shortest first, under a per-step token
 budget (chunked prefill), so a long prompt never stalls the streams already running. When the
-backend can embed, embedding inputs borrow free slots too, and embedding steps take turns with
-generation steps.
+backend can embed, embedding inputs borrow free slots too (engine/embedding_lane.py), and this
+scheduler decides whose turn it is: embedding and generation steps take turns.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import deque
 from typing import Callable
 
-from localserve.backends.base import Backend, EmbeddingBackend, StepChunk, StepPlan
+from localserve.backends.base import EmbeddingBackend, SlotBackend
+from localserve.engine.admission import AdmissionQueue, Cancellable
 from localserve.engine.embedding import EmbeddingJob
 from localserve.engine.embedding_lane import EmbeddingLane
-from localserve.engine.batcher import enqueue
-from localserve.engine.errors import BadRequest
 from localserve.engine.outputs import Outbox, accept_token, deliver, end_sequence
 from localserve.engine.prompt_cache import PromptCache
 from localserve.engine.sequence import Delta, Sequence, Status
 from localserve.engine.slots import Slots
+from localserve.ground.errors import BadRequest
+from localserve.ground.step import StepChunk, StepPlan
 
 log = logging.getLogger(__name__)
 
@@ -42,22 +41,24 @@ class Scheduler:
 
     def __init__(
         self,
-        backend: Backend,
+        backend: SlotBackend,
         max_waiting: int = 64,
         step_tokens: int = 512,
         prompt_cache: PromptCache | None = None,
     ) -> None:
+        info = backend.info
         self.backend = backend
-        self.max_waiting = max_waiting
-        self.step_tokens = max(step_tokens, backend.info.n_slots)
-        self.waiting: deque[Sequence] = deque()
+        self.step_tokens = max(step_tokens, info.n_slots)
+        # A prompt must leave a slot room for its first new token.
+        self.waiting: AdmissionQueue[Sequence] = AdmissionQueue(
+            info.name, max_waiting, info.n_ctx_slot, reserve=1
+        )
         self.running: list[Sequence] = []
         self.slots = Slots(backend, prompt_cache)
-        self.steps = 0
-        self._lock = threading.Lock()
         self._wake: Callable[[], None] = lambda: None
-        can_embed = isinstance(backend, EmbeddingBackend) and backend.pooling != "none"
-        self.embeddings = EmbeddingLane(self, backend, max_waiting) if can_embed else None
+        self.embeddings: EmbeddingLane | None = None
+        if isinstance(backend, EmbeddingBackend) and backend.pooling != "none":
+            self.embeddings = EmbeddingLane(backend, self.slots, self.step_tokens, max_waiting)
         self._embedding_turn = False
 
     # -- called from the event loop ----------------------------------------------------------
@@ -68,7 +69,7 @@ class Scheduler:
 
     def submit(self, seq: Sequence, prompt_field: str = "prompt") -> None:
         """Queue a sequence, or refuse it at once if it can never run or the queue is full."""
-        enqueue(self.waiting, self._lock, seq, self.max_waiting, self.backend.info, prompt_field)
+        self.waiting.submit([seq], prompt_field)
         self._wake()
 
     def submit_embedding(self, job: EmbeddingJob) -> None:
@@ -80,8 +81,11 @@ class Scheduler:
         self.embeddings.submit(job)
         self._wake()
 
-    def cancel(self, seq: Sequence) -> None:
-        seq.cancel()
+    def cancel(self, request: Cancellable) -> None:
+        """Cancel a sequence or an embedding job: what of it waits leaves the queue now, what
+        runs frees its slots at the next step."""
+        request.cancelled = True
+        self._reap_waiting()
         self._wake()
 
     @property
@@ -113,15 +117,6 @@ class Scheduler:
             self._embedding_turn = True
         self._generation_step()
 
-    def lend_slot(self) -> int:
-        """A free slot for an embedding input, its cells wiped."""
-        return self.slots.lend()
-
-    def return_slot(self, slot: int, tokens: list[int] | None) -> None:
-        """Take back a lent slot; `tokens` is what its cells hold, None if they are not to be
-        trusted."""
-        self.slots.put_back(slot, tokens, self.steps)
-
     def _generation_step(self) -> None:
         """Plan one forward pass, run it, and deliver what each sequence produced."""
         outbox: Outbox = []
@@ -140,22 +135,25 @@ class Scheduler:
                 self._finish(seq, "error", outbox, error=str(exc), kv_valid=False)
             deliver(outbox)
             return
-        self.steps += 1
+        self.slots.tick()
         self._postprocess(plan, seqs, sampled, outbox)
         deliver(outbox)
 
     def _reap_cancelled(self) -> None:
         for seq in [s for s in self.running if s.cancelled]:
             self._release(seq)
-            seq.finish_reason = "cancelled"
-        if any(s.cancelled for s in self.waiting):
-            with self._lock:
-                self.waiting = deque(s for s in self.waiting if not s.cancelled)
+            seq.mark_cancelled()
+        self._reap_waiting()
+
+    def _reap_waiting(self) -> None:
+        """Take cancelled requests out of the queues; from either thread."""
+        for seq in self.waiting.reap():
+            seq.mark_cancelled()
+        if self.embeddings is not None:
+            self.embeddings.waiting.reap()
 
     def _admit(self, outbox: Outbox) -> None:
-        while self.slots.free and self.waiting:
-            with self._lock:
-                seq = self.waiting.popleft()
+        while self.slots.free and (seq := self.waiting.take()) is not None:
             try:
                 slot, reuse = self.slots.take(seq.prompt, self.running, len(self.waiting))
             except Exception as exc:  # the slot went back; only this request fails
@@ -164,7 +162,7 @@ class Scheduler:
             try:
                 self.backend.seq_start(slot, seq.params, seq.prompt)
             except Exception as exc:
-                self.slots.put_back(slot, None, self.steps)
+                self.slots.put_back(slot, None)
                 self._fail_start(seq, exc, outbox)
                 continue
             seq.slot = slot
@@ -260,7 +258,7 @@ class Scheduler:
             # The last sampled token was never run, so its cell is not in the cache.
             decoded = seq.generated[:-1] if seq.prefill_done else []
             held = seq.prompt[: seq.n_prefilled] + decoded if kv_valid else None
-            self.slots.put_back(slot, held, self.steps)
+            self.slots.put_back(slot, held)
             seq.slot = None
         seq.status = Status.FINISHED
         self.running.remove(seq)

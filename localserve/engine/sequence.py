@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from localserve.engine.detokenizer import IncrementalDetokenizer
-from localserve.engine.sampling import SamplingParams
+from localserve.ground.sampling import SamplingParams
 from localserve.engine.stops import StopMatcher
 
 _ids = itertools.count(1)
@@ -34,8 +34,9 @@ class Delta:
 class Sequence:
     """A prompt, its sampling rules, and everything generated so far.
 
-    The engine thread mutates it; the request's coroutine only reads `outputs` and may call
-    `cancel()`. Deltas cross threads through `outputs`, filled on the event loop's own thread.
+    The engine thread mutates it; the request's coroutine only reads `outputs`, and cancels it
+    through its batcher (engine/admission.py). Deltas cross threads through `outputs`, filled on
+    the event loop's own thread.
     """
 
     def __init__(
@@ -60,6 +61,7 @@ class Sequence:
         self.prefill_deferrals = 0
         self.generated: list[int] = []
         self.finish_reason: str | None = None
+        # Set by the batcher's cancel; the engine thread frees what the sequence holds.
         self.cancelled = False
         self.created_at = time.monotonic()
         self.first_token_at: float | None = None
@@ -84,9 +86,10 @@ class Sequence:
     def prefill_done(self) -> bool:
         return self.n_prefilled >= len(self.prompt)
 
-    def cancel(self) -> None:
-        """Ask the engine to drop this sequence; it frees the slot at the next step."""
-        self.cancelled = True
+    def mark_cancelled(self) -> None:
+        """End a cancelled sequence, whose client has left: nothing more is delivered."""
+        self.status = Status.FINISHED
+        self.finish_reason = "cancelled"
 
     async def stream(self) -> AsyncIterator[Delta]:
         """Deltas as the engine produces them, ending with the one that carries a finish reason."""

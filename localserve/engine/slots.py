@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from localserve.backends.base import Backend
+from localserve.backends.base import SlotBackend
 from localserve.engine.prefix import common_prefix
 from localserve.engine.prompt_cache import PromptCache
 from localserve.engine.sequence import Sequence
@@ -38,9 +38,13 @@ class SlotStates(Protocol):
 
 
 class Slots:
-    """The slots of one model: which are free, what their cells hold, when each was last used."""
+    """The slots of one model: which are free, what their cells hold, when each was last used.
 
-    def __init__(self, backend: Backend, prompt_cache: PromptCache | None = None) -> None:
+    Generation and embedding steps both borrow these slots; both tick `steps`, the clock that
+    `used_at` is read on.
+    """
+
+    def __init__(self, backend: SlotBackend, prompt_cache: PromptCache | None = None) -> None:
         n_slots = backend.info.n_slots
         self.backend = backend
         self.states = backend if isinstance(backend, SlotStates) else None
@@ -49,6 +53,7 @@ class Slots:
         # What each free slot's cells hold; a busy slot's entry is empty until it is freed.
         self.tokens: list[list[int]] = [[] for _ in range(n_slots)]
         self.used_at: list[int] = [0] * n_slots
+        self.steps = 0
 
     def take(self, prompt: list[int], running: list[Sequence], n_waiting: int) -> tuple[int, int]:
         """A free slot for `prompt`, its cells holding the longest prefix of it at hand.
@@ -64,7 +69,8 @@ class Slots:
                 self.backend.seq_trim(slot, 0)
                 reuse = 0
         except BaseException:
-            self.put_back(slot, None, self.used_at[slot])
+            self.forget(slot)
+            self.free.append(slot)
             raise
         self.tokens[slot] = []
         return slot, reuse
@@ -80,14 +86,18 @@ class Slots:
         self.forget(slot)
         return slot
 
-    def put_back(self, slot: int, tokens: list[int] | None, step: int) -> None:
+    def put_back(self, slot: int, tokens: list[int] | None) -> None:
         """Free a slot; `tokens` is what its cells hold, None if they are not to be trusted."""
         if tokens is None:
             self.forget(slot)
         else:
             self.tokens[slot] = tokens
-        self.used_at[slot] = step
+        self.used_at[slot] = self.steps
         self.free.append(slot)
+
+    def tick(self) -> None:
+        """A step ran on these slots."""
+        self.steps += 1
 
     def forget(self, slot: int) -> None:
         """Wipe a slot whose cells can no longer be trusted."""

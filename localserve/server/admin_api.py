@@ -9,11 +9,11 @@ from typing import Any
 
 from aiohttp import web
 
-from localserve.engine.errors import BadRequest, ModelNotFound
-from localserve.engine.keep_alive import parse_keep_alive
+from localserve.ground.errors import BadRequest, ModelNotFound
+from localserve.ground.units import UNSET, parameter_size
 from localserve.engine.resident import ResidentModel
 from localserve.server import validation as v
-from localserve.server.openai_api import read_json
+from localserve.server.requests import keep_alive, model_name, read_json
 from localserve.server.state import MANAGER
 
 # Set by the daemon: POST /api/admin/shutdown sets it, and the daemon stops as on SIGTERM.
@@ -32,7 +32,7 @@ def describe(model: ResidentModel, loads: int) -> dict[str, Any]:
     )
     est = model.estimate.as_dict() if model.estimate else None
     # Only the continuous batcher keeps a prompt cache; ONNX models' batchers have none.
-    cache = getattr(model.scheduler, "prompt_cache", None)
+    cache = getattr(model.batcher, "prompt_cache", None)
     size = est["total"] if est else model.actual_bytes
     return {
         "name": f"{model.name}:latest",
@@ -55,8 +55,8 @@ def describe(model: ResidentModel, loads: int) -> dict[str, Any]:
             "memory_actual": model.actual_bytes,
             "memory_rss_delta": model.rss_delta,
             "in_flight": model.in_flight,
-            "queued": len(model.scheduler.waiting),
-            "running": len(model.scheduler.running),
+            "queued": len(model.batcher.waiting),
+            "running": len(model.batcher.running),
             "pinned": model.pinned,
             "keep_alive_s": model.keep_alive_s,
             "loads": loads,
@@ -66,13 +66,6 @@ def describe(model: ResidentModel, loads: int) -> dict[str, Any]:
             "prompt_cache": cache.stats() if cache is not None else None,
         },
     }
-
-
-def parameter_size(n: int) -> str:
-    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= size:
-            return f"{n / size:.0f}{unit}" if n / size >= 10 else f"{n / size:.1f}{unit}"
-    return str(n)
 
 
 async def ps(request: web.Request) -> web.Response:
@@ -107,18 +100,14 @@ async def shutdown(request: web.Request) -> web.StreamResponse:
     return response
 
 
-def _model_field(body: v.JSON) -> str:
-    name = v.string(body, "model", required=True) or v.string(body, "name", required=True)
-    assert name is not None
-    return name
-
-
 async def load(request: web.Request) -> web.Response:
     body = await read_json(request)
     manager = request.app[MANAGER]
-    default = manager.options.keep_alive_s
-    keep_alive = parse_keep_alive(body["keep_alive"]) if "keep_alive" in body else default
-    model = await manager.preload(_model_field(body), keep_alive)
+    stay = keep_alive(body)
+    # Unlike a request's, a load's keep_alive is the daemon's default when it names none.
+    model = await manager.preload(
+        model_name(body), manager.settings.keep_alive if stay is UNSET else stay
+    )
     if v.boolean(body, "pin", False):
         manager.pin(model.name, True)
     return web.json_response(describe(model, manager.load_counts.get(model.name, 0)))
@@ -126,7 +115,7 @@ async def load(request: web.Request) -> web.Response:
 
 async def unload(request: web.Request) -> web.Response:
     body = await read_json(request)
-    name = _model_field(body)
+    name = model_name(body)
     if not await request.app[MANAGER].unload(name):
         raise ModelNotFound(name)
     return web.json_response({"model": name, "unloading": True})
@@ -134,7 +123,7 @@ async def unload(request: web.Request) -> web.Response:
 
 async def pin(request: web.Request) -> web.Response:
     body = await read_json(request)
-    name = _model_field(body)
+    name = model_name(body)
     pinned = v.boolean(body, "pinned", True)
     if not request.app[MANAGER].pin(name, pinned):
         raise BadRequest(f"model '{name}' is not loaded; load it before pinning", "model")

@@ -9,18 +9,18 @@ from pathlib import Path
 
 from aiohttp import web
 
-from localserve.engine.errors import EngineError
-from localserve.engine.manager import EngineOptions, ModelManager
+from localserve.ground.errors import EngineError
+from localserve.ground.settings import Settings
+from localserve.engine.manager import ModelManager
 from localserve.server.admin_api import SHUTDOWN
 from localserve.server.app import build_app
 
 log = logging.getLogger(__name__)
 
 
-async def serve(
-    host: str, port: int, models: list[str], options: EngineOptions
-) -> None:
-    manager = ModelManager(options)
+async def serve(settings: Settings, models: list[str]) -> None:
+    manager = ModelManager.for_settings(settings)
+    host, port = settings.host, settings.port
     app = build_app(manager)
     stop = asyncio.Event()
     app[SHUTDOWN] = stop
@@ -62,5 +62,5 @@ def _stem(name_or_path: str) -> str:
     return Path(name_or_path).stem
 
 
-def run(host: str, port: int, models: list[str], options: EngineOptions) -> None:
-    asyncio.run(serve(host, port, models, options))
+def run(settings: Settings, models: list[str]) -> None:
+    asyncio.run(serve(settings, models))

@@ -20,11 +20,11 @@ import numpy as np
 from aiohttp import web
 
 from localserve.engine.embedding import normalize, shorten
-from localserve.engine.errors import BadRequest, ContextOverflow
+from localserve.ground.errors import BadRequest, ContextOverflow
 from localserve.engine.resident import ResidentModel
 from localserve.server import validation as v
-from localserve.server.ollama_options import keep_alive_from, window
-from localserve.server.openai_api import read_json
+from localserve.server.ollama_options import window
+from localserve.server.requests import keep_alive, model_name, read_json
 from localserve.server.state import MANAGER
 
 
@@ -55,12 +55,12 @@ def _dimensions(body: v.JSON) -> int | None:
 async def ollama_embed(request: web.Request) -> web.Response:
     started = time.monotonic()
     body = await read_json(request)
-    name = v.string(body, "model", required=True) or ""
+    name = model_name(body, accept_name=False)
     texts = _texts(body.get("input", []), "input")
     truncate = v.boolean(body, "truncate", True)
     dimensions = _dimensions(body)
     num_ctx = v.integer(v.obj(body, "options"), "num_ctx", None, 1, 1 << 31)
-    async with request.app[MANAGER].acquire(name, keep_alive_from(body)) as model:
+    async with request.app[MANAGER].acquire(name, keep_alive(body)) as model:
         load_s = time.monotonic() - started
         ctx = window(model.name, num_ctx, model.info.n_ctx_slot)
         tokens = _fit(await model.encode_texts(texts), ctx, truncate) if texts else []
@@ -77,9 +77,9 @@ async def ollama_embed(request: web.Request) -> web.Response:
 async def ollama_embeddings(request: web.Request) -> web.Response:
     """The legacy endpoint: one prompt, one raw vector; an empty prompt only loads the model."""
     body = await read_json(request)
-    name = v.string(body, "model", required=True) or ""
+    name = model_name(body, accept_name=False)
     prompt = v.string(body, "prompt") or ""
-    async with request.app[MANAGER].acquire(name, keep_alive_from(body)) as model:
+    async with request.app[MANAGER].acquire(name, keep_alive(body)) as model:
         if not prompt:
             return web.json_response({"embedding": []})
         tokens = _fit(await model.encode_texts([prompt], "prompt"), model.info.n_ctx_slot, True)
@@ -117,7 +117,7 @@ def _encode(vec: np.ndarray, encoding: str) -> list[float] | str:
 
 async def openai_embeddings(request: web.Request) -> web.Response:
     body = await read_json(request)
-    name = v.string(body, "model", required=True) or ""
+    name = model_name(body, accept_name=False)
     encoding = v.string(body, "encoding_format") or "float"
     if encoding not in ("float", "base64"):
         raise BadRequest("'encoding_format' must be 'float' or 'base64'", "encoding_format")

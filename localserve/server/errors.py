@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from localserve.engine.errors import (
+from localserve.ground.errors import (
     BadRequest,
     ContextOverflow,
     DoesNotFit,
@@ -23,7 +23,7 @@ from localserve.engine.errors import (
 )
 
 from localserve.store.hub import PullError
-from localserve.store.inspect import BadModelFile
+from localserve.formats import BadModelFile
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,8 @@ from typing import Any
 from aiohttp import web
 
 from localserve import __version__
-from localserve.engine.errors import BadRequest
+from localserve.ground.errors import BadRequest
+from localserve.ground.units import KeepAlive
 from localserve.engine.resident import ResidentModel
 from localserve.engine.sequence import Sequence
 from localserve.server import ollama_template
@@ -25,11 +26,10 @@ from localserve.server.ollama_options import (
     OllamaOptions,
     answer_room,
     fit_prompt,
-    keep_alive_from,
     options_from,
     window,
 )
-from localserve.server.openai_api import chat_messages, read_json
+from localserve.server.requests import chat_messages, keep_alive, model_name, read_json
 from localserve.server.state import MANAGER
 
 # What /api/version reports: the Ollama API level this face speaks (tools check it to enable
@@ -71,15 +71,16 @@ class OllamaGeneration:
 
     async def run(self) -> web.StreamResponse:
         body = await read_json(self.request)
-        self.name = v.string(body, "model", required=True) or ""
+        # Ollama's generate and chat never took the older `name`.
+        self.name = model_name(body, accept_name=False)
         stream = v.boolean(body, "stream", True)
         opts = options_from(body)
-        keep_alive = keep_alive_from(body)
+        stay = keep_alive(body)
         _refuse_unsupported(body, self.chat)
         if self._is_empty(body):
-            return await self._load_or_unload(keep_alive)
+            return await self._load_or_unload(stay)
         manager = self.request.app[MANAGER]
-        async with manager.acquire(self.name, keep_alive) as model:
+        async with manager.acquire(self.name, stay) as model:
             self.load_s = time.monotonic() - self.started
             ctx = window(model.name, opts.num_ctx, model.info.n_ctx_slot)
             tokens = await self._encode(model, body, opts, ctx)
@@ -96,13 +97,13 @@ class OllamaGeneration:
             return not body.get("messages")
         return not v.string(body, "prompt") and not body.get("context")
 
-    async def _load_or_unload(self, keep_alive: float | None | bool) -> web.Response:
+    async def _load_or_unload(self, stay: KeepAlive) -> web.Response:
         manager = self.request.app[MANAGER]
-        if keep_alive is not False and keep_alive == 0:
+        if stay == 0:
             await manager.unload(self.name)
             reason = "unload"
         else:
-            async with manager.acquire(self.name, keep_alive):
+            async with manager.acquire(self.name, stay):
                 pass
             reason = "load"
         return web.json_response({**self._head(), **self._piece(""), "done": True,

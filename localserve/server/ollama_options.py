@@ -1,4 +1,4 @@
-"""Ollama's request `options` and `keep_alive`, and what a context window means to its users.
+"""Ollama's request `options`, and what a context window means to its users.
 
 Ollama's defaults differ from OpenAI's (top_p 0.9, min_p 0, repeat_penalty 1.1 over the last
 64 tokens), and an Ollama user expects them: they are what `ollama run` gives.
@@ -16,8 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 
-from localserve.engine.keep_alive import parse_keep_alive
-from localserve.engine.sampling import SamplingParams
+from localserve.ground.sampling import SamplingParams
 from localserve.server import validation as v
 
 log = logging.getLogger(__name__)
@@ -31,13 +30,6 @@ class OllamaOptions:
     params: SamplingParams
     num_ctx: int | None
     num_keep: int
-
-
-def keep_alive_from(body: v.JSON) -> float | None | bool:
-    """The request's keep_alive in seconds (None: forever), or False when it sent none."""
-    if body.get("keep_alive") is None:
-        return False
-    return parse_keep_alive(body["keep_alive"])
 
 
 def options_from(body: v.JSON) -> OllamaOptions:

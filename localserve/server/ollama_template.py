@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from localserve.engine.errors import BadRequest
+from localserve.ground.errors import BadRequest
 
 _ACTION = re.compile(r"\{\{(-\s)?\s*(.*?)\s*(\s-)?\}\}", re.S)
 _FIELD = re.compile(r"\.(System|Prompt|Response)")

@@ -3,33 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-
-import json
 import time
 import uuid
 from typing import Any
 
 from aiohttp import web
 
-from localserve.engine.errors import BadRequest
-from localserve.engine.keep_alive import parse_keep_alive
+from localserve.ground.errors import BadRequest
 from localserve.engine.resident import ResidentModel
-from localserve.engine.sampling import SamplingParams
+from localserve.ground.sampling import SamplingParams
 from localserve.engine.sequence import Sequence
 from localserve.server import validation as v
+from localserve.server.requests import chat_messages, keep_alive, model_name, read_json
 from localserve.server.state import MANAGER
 from localserve.server.streaming import open_sse, send_done, send_event
-
-
-
-async def read_json(request: web.Request) -> v.JSON:
-    try:
-        body = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"the request body is not valid JSON: {exc}")
-    if not isinstance(body, dict):
-        raise BadRequest("the request body must be a JSON object")
-    return body
 
 
 def sampling_from(body: v.JSON) -> SamplingParams:
@@ -52,33 +39,6 @@ def sampling_from(body: v.JSON) -> SamplingParams:
         max_tokens=max_tokens,
         stop=stop,
     )
-
-
-def chat_messages(body: v.JSON) -> list[dict[str, Any]]:
-    """Messages as the chat template expects them: role and plain-text content."""
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise BadRequest("'messages' must be a non-empty list", "messages")
-    out: list[dict[str, Any]] = []
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise BadRequest(f"messages[{i}] must be an object with a string 'role'", "messages")
-        content = m.get("content")
-        if content is None:
-            content = ""
-        elif isinstance(content, list):
-            parts = []
-            for part in content:
-                if not isinstance(part, dict) or part.get("type") != "text":
-                    raise BadRequest(
-                        f"messages[{i}]: only text content parts are supported", "messages"
-                    )
-                parts.append(str(part.get("text", "")))
-            content = "".join(parts)
-        elif not isinstance(content, str):
-            raise BadRequest(f"messages[{i}].content must be a string or a list", "messages")
-        out.append({**m, "content": content})
-    return out
 
 
 def usage(seq: Sequence) -> dict[str, Any]:
@@ -105,8 +65,7 @@ class Generation:
 
     async def run(self) -> web.StreamResponse:
         body = await read_json(self.request)
-        name = v.string(body, "model", required=True)
-        assert name is not None
+        name = model_name(body, accept_name=False)
         stream = v.boolean(body, "stream", False)
         include_usage = v.boolean(v.obj(body, "stream_options"), "include_usage", False)
         params = sampling_from(body)
@@ -114,9 +73,8 @@ class Generation:
             messages = chat_messages(body)
         else:
             prompt = body.get("prompt")
-        keep_alive = parse_keep_alive(body["keep_alive"]) if "keep_alive" in body else False
         manager = self.request.app[MANAGER]
-        async with manager.acquire(name, keep_alive) as model:
+        async with manager.acquire(name, keep_alive(body)) as model:
             if self.chat:
                 tokens = await model.encode_chat(messages)
             else:

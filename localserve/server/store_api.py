@@ -16,11 +16,10 @@ from typing import Any
 
 from aiohttp import web
 
-from localserve.engine.errors import BadRequest
+from localserve.ground.units import parameter_size
 from localserve.server import validation as v
-from localserve.server.admin_api import parameter_size
 from localserve.server.errors import classify
-from localserve.server.openai_api import read_json
+from localserve.server.requests import model_name, read_json
 from localserve.server.state import MANAGER
 from localserve.store.hub import looks_like_ref, parse_ref
 from localserve.store.importer import import_model, scan
@@ -58,13 +57,6 @@ def _details(manifest: Manifest) -> dict[str, Any]:
     }
 
 
-def _model_name(body: v.JSON) -> str:
-    name = v.string(body, "model", required=False) or v.string(body, "name", required=False)
-    if not name:
-        raise BadRequest("'model' is required", "model")
-    return name
-
-
 async def tags(request: web.Request) -> web.Response:
     manifests = await _off_loop(_library(request).models)
     models = [
@@ -93,7 +85,7 @@ def _model_info(facts: dict[str, Any]) -> dict[str, Any]:
 
 async def show(request: web.Request) -> web.Response:
     body = await read_json(request)
-    name = _model_name(body)
+    name = model_name(body)
     manifest, facts = await _off_loop(_library(request).show, name)
     template = facts.pop("chat_template", None) or ""
     capabilities = ["completion"]
@@ -122,7 +114,7 @@ async def show(request: web.Request) -> web.Response:
 
 async def pull(request: web.Request) -> web.StreamResponse:
     body = await read_json(request)
-    name = _model_name(body)
+    name = model_name(body)
     stream = v.boolean(body, "stream", True)
     library = _library(request)
     # Refuse a bad or unknown name with its own status, before any stream starts.
@@ -167,7 +159,7 @@ def _check_pullable(library: Library, name: str) -> None:
 
 async def delete(request: web.Request) -> web.Response:
     body = await read_json(request)
-    name = _model_name(body)
+    name = model_name(body)
     manager = request.app[MANAGER]
     await manager.unload(name)  # a loaded model stops answering before its files go
     await _off_loop(_library(request).delete, name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from localserve.engine.errors import BadRequest
+from localserve.ground.errors import BadRequest
 
 JSON = dict[str, Any]
 

@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from localserve.store.inspect import BadModelFile, ModelFacts, facts
+from localserve.formats import BadModelFile, detect, facts, file_format, folder_format
+from localserve.ground.model import ModelFacts
 from localserve.store.manifest import Manifest, ManifestFile
 from localserve.store.model_store import ModelStore
 from localserve.store.names import ModelName, parse_name, slugify
@@ -45,21 +46,21 @@ def _entry(store: ModelStore, path: Path, relative: str, copy: bool) -> Manifest
 def import_model(store: ModelStore, source: Path | str, name: str | None = None, copy: bool = False) -> Manifest:
     """Register a GGUF file or an ONNX model folder under `name` (default: from its file name)."""
     path = Path(source).expanduser()
-    if path.is_dir():
-        fmt = "onnx"
+    fmt = detect(path)
+    if fmt is None:
+        raise BadModelFile(f"{path} is neither a GGUF file nor an ONNX model folder")
+    if fmt.is_folder:
         files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
         relative = [p.relative_to(path).as_posix() for p in files]
-    elif path.is_file():
-        fmt, files, relative = "gguf", [path], [path.name]
     else:
-        raise BadModelFile(f"{path} is neither a GGUF file nor a model folder")
-    described = facts(path, fmt)  # refuses a broken model before anything is written
-    model_name = parse_name(name) if name else ModelName(slugify(path.stem if fmt == "gguf" else path.name))
+        files, relative = [path], [path.name]
+    described = facts(path, fmt.name)  # refuses a broken model before anything is written
+    model_name = parse_name(name) if name else ModelName(slugify(fmt.served_name(path)))
     store.ensure()
     previous = store.read(model_name)
     manifest = Manifest(
         name=model_name,
-        format=fmt,
+        format=fmt.name,
         files=[_entry(store, p, r, copy) for p, r in zip(files, relative)],
         source=str(path.resolve()),
         created_at=time.time(),
@@ -86,14 +87,16 @@ def scan(folder: Path | str) -> list[Found]:
     found: list[Found] = []
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
-        if "genai_config.json" in filenames:
+        folder_fmt = folder_format(filenames)
+        if folder_fmt is not None:
             dirnames.clear()  # a model folder's own subfolders are part of it
-            found.append(_examine(here, "onnx", sum((here / f).stat().st_size for f in filenames)))
+            size = sum((here / f).stat().st_size for f in filenames)
+            found.append(_examine(here, folder_fmt.name, size))
             continue
         for filename in sorted(filenames):
-            if filename.lower().endswith(".gguf"):
+            if (file_fmt := file_format(filename)) is not None:
                 path = here / filename
-                found.append(_examine(path, "gguf", path.stat().st_size))
+                found.append(_examine(path, file_fmt.name, path.stat().st_size))
     return sorted(found, key=lambda f: str(f.path))
 
 

@@ -11,15 +11,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from localserve.engine.errors import BadRequest, ModelNotFound
+from localserve.formats import chat_template, facts
+from localserve.ground.errors import BadRequest, ModelNotFound
 from localserve.store.catalog import Catalog
-from localserve.store.gguf_file import read_header
-from localserve.store.inspect import facts, gguf_facts
 from localserve.store.manifest import Manifest, ManifestFile
 from localserve.store.model_store import ModelStore
 from localserve.store.names import ModelName, parse_name
 from localserve.store.pull import Report, pull
-from localserve.store.resolve import EMBEDDED, ModelRef, embedded_path, resolve_path
+from localserve.store.resolve import EMBEDDED, embedded_path, resolve_path
+from localserve.ground.model import ModelRef
 
 
 class Library:
@@ -35,16 +35,17 @@ class Library:
             return None
         entry = self.catalog.get(name)
         package = EMBEDDED[name.short][0]
+        fmt = "gguf"  # every embedded model is one GGUF file
         return Manifest(
             name=name,
-            format="gguf",
+            format=fmt,
             files=[ManifestFile(Path(path).name, os.path.getsize(path), link=path)],
             source=f"the {package} package",
             license=entry.license if entry else None,
             context=entry.context if entry else None,
             created_at=os.path.getmtime(path),
             embedded=True,
-            extra={"facts": gguf_facts(path).as_dict()},
+            extra={"facts": facts(path, fmt).as_dict()},
         )
 
     def find(self, name: ModelName) -> Manifest | None:
@@ -97,9 +98,7 @@ class Library:
         path = Path(manifest.files[0].link) if manifest.embedded else self.store.model_path(manifest)
         described = facts(path, manifest.format).as_dict()
         described["license"] = described["license"] or manifest.license
-        if manifest.format == "gguf":
-            template = read_header(str(path)).metadata.get("tokenizer.chat_template")
-            described["chat_template"] = template if isinstance(template, str) else None
+        described["chat_template"] = chat_template(path, manifest.format)
         return manifest, described
 
     def delete(self, text: str) -> int:

@@ -19,7 +19,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from localserve.store.inspect import BadModelFile
+from localserve.formats import BadModelFile, format_named
 from localserve.store.manifest import Manifest, ManifestFile
 from localserve.store.names import BadName, ModelName, inside, parse_digest
 
@@ -130,8 +130,9 @@ class ModelStore:
         return Path(entry.link) if entry.link else self.blob_path(entry.digest or "")
 
     def model_path(self, manifest: Manifest) -> Path:
-        """A GGUF model is its one file; an ONNX model is a folder laid out as the hub had it."""
-        if manifest.format != "onnx":
+        """A one-file model (GGUF) is its file; a folder model (ONNX) is a folder laid out as the
+        hub had it."""
+        if not format_named(manifest.format).is_folder:
             return self.file_of(manifest.files[0])
         folder = self.folder_path(manifest.name)
         for entry in manifest.files:

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from localserve.engine.errors import BadRequest
+from localserve.ground.errors import BadRequest
 
 DEFAULT_TAG = "latest"
 _PART = re.compile(r"[a-z0-9][a-z0-9._-]{0,79}")

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from localserve.engine.errors import ModelNotFound
+from localserve.ground.errors import ModelNotFound
 from localserve.store.catalog import Catalog, CatalogEntry
 from localserve.store.download import fetch_blob
 from localserve.store.hub import HubRef, PullError, RemoteFile, file_url, list_files, looks_like_ref, parse_ref, pick_files
-from localserve.store.inspect import BadModelFile, facts
+from localserve.formats import BadModelFile, facts, format_named
 from localserve.store.manifest import Manifest, ManifestFile
 from localserve.store.model_store import ModelStore
 from localserve.store.names import ModelName, parse_name, slugify
@@ -81,9 +81,10 @@ def pull(store: ModelStore, catalog: Catalog, text: str, report: Report) -> Mani
     plan = plan_pull(text, catalog)
     report({"status": "pulling manifest"})
     remote = _remote_files(plan)
-    if plan.format == "onnx" and not any(f.path.endswith("genai_config.json") for f in remote):
-        raise PullError(f"{plan.ref} is not an onnxruntime-genai model folder (no genai_config.json)", 404)
-    folder_prefix = f"{plan.ref.path}/" if plan.format == "onnx" and plan.ref.path else ""
+    marker = format_named(plan.format).marker
+    if marker and not any(f.path.endswith(marker) for f in remote):
+        raise PullError(f"{plan.ref} is not a model folder: it has no {marker}", 404)
+    folder_prefix = f"{plan.ref.path}/" if marker and plan.ref.path else ""
     files: list[ManifestFile] = []
     for rf in remote:
         label = f"pulling {rf.sha256[:12]}" if rf.sha256 else f"pulling {rf.path.rsplit('/', 1)[-1]}"

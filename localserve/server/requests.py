@@ -1,0 +1,80 @@
+"""What every API face reads from a request the same way: the JSON body, the model it names,
+its chat messages and its keep_alive."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+from localserve.ground.errors import BadRequest
+from localserve.ground.units import UNSET, KeepAlive, parse_keep_alive
+from localserve.server import validation as v
+
+
+async def read_json(request: web.Request) -> v.JSON:
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"the request body is not valid JSON: {exc}")
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    return body
+
+
+def model_name(body: v.JSON, accept_name: bool = True) -> str:
+    """The model a request names, in `model`; with `accept_name`, also in `name`.
+
+    `name` is what Ollama's clients sent before `model`, and its server still takes it on
+    /api/show, /api/pull and /api/delete (not on generate, chat or embed): `model` wins when a
+    body has both. An empty string counts as missing, as it does in Ollama.
+    """
+    name = v.string(body, "model")
+    if not name and accept_name:
+        name = v.string(body, "name")
+    if not name:
+        raise BadRequest("'model' is required", "model")
+    return name
+
+
+def keep_alive(body: v.JSON) -> KeepAlive:
+    """The request's keep_alive in seconds (None: for ever), or UNSET when it sent none.
+
+    JSON null is no keep_alive at all, as in Ollama, whose clients send null for "not given".
+    """
+    value = body.get("keep_alive")
+    if value is None:
+        return UNSET
+    return parse_keep_alive(value)
+
+
+def chat_messages(body: v.JSON) -> list[dict[str, Any]]:
+    """Messages as the chat template expects them: role and plain-text content."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty list", "messages")
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise BadRequest(f"messages[{i}] must be an object with a string 'role'", "messages")
+        out.append({**m, "content": _text_content(m.get("content"), i)})
+    return out
+
+
+def _text_content(content: Any, i: int) -> str:
+    """OpenAI's content: a string, or a list of parts of which we take only text ones."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text":
+                raise BadRequest(
+                    f"messages[{i}]: only text content parts are supported", "messages"
+                )
+            parts.append(str(part.get("text", "")))
+        return "".join(parts)
+    raise BadRequest(f"messages[{i}].content must be a string or a list", "messages")
