@@ -175,6 +175,20 @@ def tail(path: Path, n: int = 30) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
 
 
+# A localserve server run from another checkout (the code before a change, say) carries this
+# suffix: "localserve@base". Its imports come from that tree, so old and new code are measured in
+# one run, one server after the other.
+BASE_SUFFIX = "@base"
+
+
+def tree_env(tree: str, env: dict[str, str] | None = None) -> dict[str, str]:
+    """`env` (default: ours) with localserve imported from `tree`: PYTHONPATH is searched
+    before the editable install's finder."""
+    out = dict(os.environ if env is None else env)
+    out["PYTHONPATH"] = str(Path(tree).resolve())
+    return out
+
+
 @contextlib.contextmanager
 def running(cmd: list[str], port: int, ready_path: str, log: Path,
             env: dict[str, str] | None = None) -> Iterator[str]:

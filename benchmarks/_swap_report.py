@@ -11,15 +11,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import Results, Sample, div, machine, percentile, versions
+from _common import BASE_SUFFIX, Results, Sample, div, machine, percentile, versions
 
 START, END = "<!-- bench_swap:start -->", "<!-- bench_swap:end -->"
 MiB = 1 << 20
 SLOTS, CTX_PER_SLOT, STEP_TOKENS = 8, 1024, 512  # --parallel 8 --ctx 1024, default --step-tokens
 # "llama-cpp-python" gets localserve's thread count; "-default" runs as shipped
 # (cpu_count // 2 threads per model), the baseline the model-manager issue names.
-SERVERS = ("localserve-both", "localserve-one", "llama-cpp-python", "llama-cpp-python-default")
-BASELINES = SERVERS[2:]
+OURS = ("localserve-both", "localserve-one")
+# The same two, imported from another checkout (--baseline-tree): old and new code in one run.
+OURS_BASE = tuple(name + BASE_SUFFIX for name in OURS)
+SERVERS = (*OURS, *OURS_BASE, "llama-cpp-python", "llama-cpp-python-default")
+BASELINES = SERVERS[len(OURS):]
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,9 @@ def mixed_ratios(results: list[Mixed], baseline: str) -> str:
     lines = [f"| localserve / {baseline} | tok/s ratio (higher is better) "
              "| latency p50 ratio (lower is better) | latency p95 ratio |",
              "|---|---:|---:|---:|"]
-    for name in SERVERS[:2]:
+    # Each of ours against the baseline; against its own baseline-tree twin, only that one.
+    twins = [n for n in OURS if n + BASE_SUFFIX == baseline]
+    for name in twins or ([*OURS, *OURS_BASE] if baseline not in OURS_BASE else []):
         ours = by.get(name)
         if ours is not None:
             lines.append(f"| {name} | {div(ours.tok_s, base.tok_s)} "

@@ -27,19 +27,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
-from _common import (PROMPTS, REPO, Results, Sample, cli, client_session, div, free_port,
-                     machine, running, serve_command, stream_chat, versions, write_doc)
+from _common import (BASE_SUFFIX, PROMPTS, REPO, Results, Sample, cli, client_session, div,
+                     free_port, machine, running, serve_command, stream_chat, tree_env, versions,
+                     write_doc)
 
 START, END = "<!-- bench_serving:start -->", "<!-- bench_serving:end -->"
 # --cold gets a section of its own.
 COLD_START, COLD_END = "<!-- bench_serving_cold:start -->", "<!-- bench_serving_cold:end -->"
 # "llama-cpp-python" gets localserve's thread count; "-default" runs it exactly as shipped
 # (cpu_count // 2 threads), which is the baseline the engine issue names.
-SERVERS = ("localserve", "llama-cpp-python", "llama-cpp-python-default", "llama-server")
+BASE = "localserve" + BASE_SUFFIX
+SERVERS = ("localserve", BASE, "llama-cpp-python", "llama-cpp-python-default", "llama-server")
 BASELINES = SERVERS[1:]
 # llama.cpp's C++ server is not on PyPI: build it from the llama.cpp sources vendored in
 # llama-cpp-python's sdist (same kernels) and name the binary with --llama-server.
 LLAMA_SERVER_BIN = os.environ.get("LLAMA_SERVER", "")
+# The checkout that localserve@base runs from (--baseline-tree).
+BASELINE_TREE = ""
 
 @dataclass
 class Level(Results):
@@ -54,7 +58,7 @@ class Level(Results):
 
 def server_command(name: str, model_path: str, port: int, threads: int) -> tuple[list[str], str]:
     """The argv that starts a server, and the path that answers 200 once it can serve."""
-    if name == "localserve":
+    if name in ("localserve", BASE):
         args = ["--model", "smollm2", "--parallel", "16", "--ctx", "2048",
                 "--threads", str(threads)]
         return serve_command(args, port), "/health"
@@ -75,7 +79,8 @@ def server_command(name: str, model_path: str, port: int, threads: int) -> tuple
 def running_server(name: str, model_path: str, threads: int, logdir: Path) -> Iterator[str]:
     port = free_port()
     cmd, ready_path = server_command(name, model_path, port, threads)
-    with running(cmd, port, ready_path, logdir / f"{name}.log") as base:
+    env = tree_env(BASELINE_TREE) if name == BASE else None
+    with running(cmd, port, ready_path, logdir / f"{name}.log", env=env) as base:
         yield base
 
 
@@ -152,18 +157,24 @@ def row(lv: Level) -> str:
             f"| {lv.ttft(0.95) * 1e3:.0f} | {n} | {avg:.1f} | {n - len(lv.ok)} |")
 
 
-def ratio_table(levels: list[Level], baseline: str) -> str:
+def ratio_table(levels: list[Level], baseline: str, ours_name: str = "localserve") -> str:
     by = {(lv.server, lv.concurrency): lv for lv in levels}
     lines = ["| concurrency | tok/s ratio (higher is better) | TTFT p50 ratio (lower is better) "
              "| TTFT p95 ratio |", "|---:|---:|---:|---:|"]
     for c in sorted({lv.concurrency for lv in levels}):
-        ours, base = by.get(("localserve", c)), by.get((baseline, c))
+        ours, base = by.get((ours_name, c)), by.get((baseline, c))
         if ours is None or base is None:
             continue
         lines.append(f"| {c} | {div(ours.tok_s, base.tok_s)} | "
                      f"{div(ours.ttft(0.5), base.ttft(0.5))} | "
                      f"{div(ours.ttft(0.95), base.ttft(0.95))} |")
     return "\n".join(lines) if len(lines) > 2 else ""
+
+
+def ratio_pairs() -> list[tuple[str, str]]:
+    """localserve against every baseline; the baseline tree's localserve against the C++
+    server too, so both ratios to llama-server come from one run."""
+    return [("localserve", b) for b in BASELINES] + [(BASE, "llama-server")]
 
 
 def section(levels: list[Level], argv: list[str], model_path: str, cold: bool) -> str:
@@ -179,6 +190,8 @@ def section(levels: list[Level], argv: list[str], model_path: str, cold: bool) -
         f"- Command: `{shlex.join(argv)}`",
         *([f"- llama.cpp's server: `{LLAMA_SERVER_BIN}`"]
           if any(lv.server == "llama-server" for lv in levels) else []),
+        *([f"- {BASE}: localserve imported from `{BASELINE_TREE}`"]
+          if any(lv.server == BASE for lv in levels) else []),
         "",
         "Streamed chat completions, greedy. *agg tok/s* is all completion tokens of a level "
         "over its wall time; TTFT is send to first content chunk; *avg tokens* shows how "
@@ -187,10 +200,10 @@ def section(levels: list[Level], argv: list[str], model_path: str, cold: bool) -
         HEADER,
         *(row(lv) for lv in levels),
     ]
-    for baseline in BASELINES:
-        ratios = ratio_table(levels, baseline)
+    for ours, baseline in ratio_pairs():
+        ratios = ratio_table(levels, baseline, ours)
         if ratios:
-            parts += ["", f"localserve / {baseline}:", "", ratios]
+            parts += ["", f"{ours} / {baseline}:", "", ratios]
     return "\n".join(parts + [COLD_END if cold else END])
 
 
@@ -218,10 +231,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--llama-server", default=LLAMA_SERVER_BIN, metavar="BIN",
                    help="llama.cpp's llama-server binary (env LLAMA_SERVER); without it that "
                    "server is skipped")
+    p.add_argument("--baseline-tree", default="", metavar="DIR",
+                   help=f"also run {BASE}: localserve imported from the checkout DIR (the code "
+                   "before a change), so old and new code are measured in one run")
     args = p.parse_args(argv)
     args.servers = [s.strip() for s in args.servers.split(",") if s.strip()]
     if not args.llama_server and "llama-server" in args.servers:
         args.servers.remove("llama-server")
+    if not args.baseline_tree and BASE in args.servers:
+        args.servers.remove(BASE)
     unknown = set(args.servers) - set(SERVERS)
     if unknown:
         p.error(f"unknown server(s): {', '.join(sorted(unknown))}")
@@ -229,9 +247,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str]) -> int:
-    global LLAMA_SERVER_BIN
+    global LLAMA_SERVER_BIN, BASELINE_TREE
     args = parse_args(argv)
-    LLAMA_SERVER_BIN = args.llama_server
+    LLAMA_SERVER_BIN, BASELINE_TREE = args.llama_server, args.baseline_tree
     from localserve.store.resolve import resolve
 
     model_path = resolve("smollm2").path
@@ -244,10 +262,10 @@ def main(argv: list[str]) -> int:
             with running_server(server, model_path, args.threads, Path(logdir)) as base:
                 levels += asyncio.run(bench_server(server, base, args.concurrency,
                                                    args.rounds, args.max_tokens, args.cold))
-    for baseline in BASELINES:
-        ratios = ratio_table(levels, baseline)
+    for ours, baseline in ratio_pairs():
+        ratios = ratio_table(levels, baseline, ours)
         if ratios:
-            print(f"\nlocalserve / {baseline}:\n{ratios}")
+            print(f"\n{ours} / {baseline}:\n{ratios}")
     if not args.no_write:
         cmd = ["python", str(Path(__file__).resolve().relative_to(REPO)), *argv]
         markers = (COLD_START, COLD_END) if args.cold else (START, END)

@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import (PROMPTS, REPO, Sample, cli, client_session, free_port, machine, running,
-                     serve_command, stream_chat, tail, write_doc)
+from _common import (BASE_SUFFIX, PROMPTS, REPO, Sample, cli, client_session, free_port,
+                     machine, running, serve_command, stream_chat, tail, tree_env, write_doc)
 from _swap_report import (BASELINES, BREAKDOWN_HEADER, CTX_PER_SLOT, END, LOAD_HEADER,
                           MEM_HEADER, MIXED_HEADER, SERVERS, SLOTS, START, STEP_TOKENS, ColdLoad,
                           MiB, Mixed, Model, breakdown_rows, load_row, mem_row, mib, mixed_ratios,
@@ -84,9 +84,12 @@ def cpu_busy(seconds: float = 1.0) -> float:
 # --- servers -------------------------------------------------------------------------
 
 
-def server_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items()
-            if k not in ENV_DROP and not k.startswith("LOCALSERVE_")}
+def server_env(tree: str = "") -> dict[str, str]:
+    """Our environment without settings that would change what a server does; with `tree`,
+    localserve is imported from that checkout."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ENV_DROP and not k.startswith("LOCALSERVE_")}
+    return tree_env(tree, env) if tree else env
 
 
 def localserve_cmd(port: int, models_: list[Model], budget: int, threads: int,
@@ -115,9 +118,9 @@ def llama_cpp_cmd(
     return [sys.executable, "-m", "llama_cpp.server", "--config_file", str(path)]
 
 
-def server(cmd: list[str], ready_path: str, port: int,
-           log: Path) -> contextlib.AbstractContextManager[str]:
-    return running(cmd, port, ready_path, log, env=server_env())
+def server(cmd: list[str], ready_path: str, port: int, log: Path,
+           tree: str = "") -> contextlib.AbstractContextManager[str]:
+    return running(cmd, port, ready_path, log, env=server_env(tree))
 
 
 def post_ok(url: str, body: dict[str, Any]) -> Any:
@@ -169,14 +172,15 @@ def run_mixed(server_name: str, models_: list[Model], args: argparse.Namespace,
     port = free_port()
     log = logdir / f"mixed-{server_name}.log"
     names = [m.name for m in models_]
-    baseline = server_name in BASELINES
+    baseline = server_name.startswith("llama-cpp-python")
     if baseline:
         threads = None if server_name.endswith("-default") else args.threads
         cmd, ready, budget = llama_cpp_cmd(port, models_, threads, logdir), "/v1/models", None
     else:
-        budget = budgets[server_name]
+        budget = budgets[server_name.removesuffix(BASE_SUFFIX)]
         cmd, ready = localserve_cmd(port, models_, budget, args.threads), "/health"
-    with server(cmd, ready, port, log) as base:
+    tree = args.baseline_tree if server_name.endswith(BASE_SUFFIX) else ""
+    with server(cmd, ready, port, log, tree) as base:
         if baseline:
             def loads() -> int:
                 return log_loads(log)
@@ -330,7 +334,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                    help="CPU threads given to each server (default: all usable cores)")
     p.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
+    p.add_argument("--baseline-tree", default="", metavar="DIR",
+                   help="also run localserve-both@base and localserve-one@base: localserve "
+                   "imported from the checkout DIR, so old and new code are measured in one run")
     args = p.parse_args(argv)
+    if not args.baseline_tree:
+        args.servers = [s for s in args.servers if not s.endswith(BASE_SUFFIX)]
     if set(args.servers) - set(SERVERS):
         p.error(f"unknown server(s): {', '.join(sorted(set(args.servers) - set(SERVERS)))}")
     if set(args.parts) - {"mixed", "load"}:
