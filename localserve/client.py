@@ -48,6 +48,22 @@ class ApiError(ClientError):
         return self.status in (404, 405) and self.message in ("Not Found", "Method Not Allowed")
 
 
+class StreamCutOff(ClientError):
+    """A streamed answer (or download) ended before its final event: the daemon or its engine
+    went away mid-stream, or sent an error instead of the rest. Never a silent success."""
+
+    def __init__(self, url: str, what: str, reason: str) -> None:
+        super().__init__(f"the {what} was cut off: {reason}")
+        self.url = url
+        self.what = what
+        self.reason = reason
+
+
+# What a stream carries, as the messages of StreamCutOff name it.
+ANSWER = "answer"
+DOWNLOAD = "download"
+
+
 class Client:
     """Typed calls for each endpoint the CLI uses. `url` is the daemon's base URL."""
 
@@ -90,12 +106,17 @@ class Client:
         return list(self._json("POST", "/api/admin/scan", {"path": path}).get("models", []))
 
     def pull(self, name: str) -> Iterator[JSON]:
-        """Ollama's progress objects, one by one; an `{"error"}` object raises ApiError."""
-        for line in self._lines("POST", "/api/pull", {"model": name, "stream": True}):
+        """Ollama's progress objects, one by one; an `{"error"}` object raises ApiError, and a
+        stream that ends without its `success` object raises StreamCutOff."""
+        succeeded = False
+        for line in self._lines("POST", "/api/pull", {"model": name, "stream": True}, DOWNLOAD):
             event = json.loads(line)
             if "error" in event:
                 raise ApiError(500, _message(event))
+            succeeded = succeeded or event.get("status") == "success"
             yield event
+        if not succeeded:
+            raise StreamCutOff(self.url, DOWNLOAD, _closed(DOWNLOAD))
 
     # -- models in memory ----------------------------------------------------------------------
 
@@ -115,24 +136,56 @@ class Client:
 
     def chat(self, body: JSON) -> Iterator[JSON]:
         """OpenAI's streamed chat chunks (the body gets `stream` and usage set here). Closing
-        the iterator early closes the connection, which cancels the answer in the daemon."""
+        the iterator early closes the connection, which cancels the answer in the daemon.
+
+        The answer is whole only once a chunk with a finish reason, the usage chunk and
+        `data: [DONE]` have all come; a stream that ends before, or an error event in it,
+        raises StreamCutOff, so that an engine that died mid-answer never reads as success."""
         body = {**body, "stream": True, "stream_options": {"include_usage": True}}
-        for line in self._lines("POST", "/v1/chat/completions", body):
-            if not line.startswith(b"data:"):
+        finished = counted = False
+        kind = ""  # the SSE `event:` name of the data line that follows, if any
+        for line in self._lines("POST", "/v1/chat/completions", body, ANSWER):
+            field, _, value = line.partition(b":")
+            value = value.strip()
+            if field == b"event":
+                kind = value.decode(errors="replace")
                 continue
-            data = line[5:].strip()
-            if data == b"[DONE]":
+            if field != b"data":
+                continue  # SSE comments and ids
+            if value == b"[DONE]":
+                missing = [
+                    what
+                    for what, seen in (("a finish reason", finished), ("the usage", counted))
+                    if not seen
+                ]
+                if missing:
+                    reason = f"the stream ended without {' or '.join(missing)}"
+                    raise StreamCutOff(self.url, ANSWER, reason)
                 return
-            event = json.loads(data)
+            event = _sse_data(value, kind)
             if "error" in event:
-                raise ApiError(500, _message(event))
+                raise StreamCutOff(
+                    self.url, ANSWER, f"the daemon reported an error: {_message(event)}"
+                )
+            kind = ""
+            choices = event.get("choices") or []
+            finished = finished or any(choice.get("finish_reason") for choice in choices)
+            counted = counted or bool(event.get("usage"))
             yield event
+        raise StreamCutOff(self.url, ANSWER, _closed(ANSWER))
 
     # -- plumbing ------------------------------------------------------------------------------
 
     def _open(
-        self, method: str, path: str, body: JSON | None, timeout: float | None
+        self,
+        method: str,
+        path: str,
+        body: JSON | None,
+        timeout: float | None,
+        stream: str | None = None,
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Connect and send. A `stream` (what it carries) that fails once the daemon took the
+        request raises StreamCutOff: the daemon was there, then went away."""
         conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout or self.timeout)
         headers = {"Accept": "application/json"}
         payload = None
@@ -140,11 +193,18 @@ class Client:
             payload = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
         try:
-            conn.request(method, path, body=payload, headers=headers)
-            response = conn.getresponse()
-        except (ConnectionError, socket.gaierror, socket.timeout, OSError) as exc:
+            conn.connect()
+        except OSError as exc:  # refused, unknown host, timed out
             conn.close()
             raise DaemonUnreachable(self.url, _reason(exc)) from exc
+        try:
+            conn.request(method, path, body=payload, headers=headers)
+            response = conn.getresponse()
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            if stream is None:
+                raise DaemonUnreachable(self.url, _reason(exc)) from exc
+            raise StreamCutOff(self.url, stream, self._cut(exc, stream, started=False)) from exc
         except BaseException:
             conn.close()
             raise
@@ -171,14 +231,17 @@ class Client:
         value = json.loads(raw)
         return value if isinstance(value, dict) else {"value": value}
 
-    def _lines(self, method: str, path: str, body: JSON | None) -> Iterator[bytes]:
-        conn, response = self._open(method, path, body, None)
+    def _lines(self, method: str, path: str, body: JSON | None, what: str) -> Iterator[bytes]:
+        """The stream's non-empty lines until the daemon ends it. A read that fails (reset,
+        a chunk cut short when the daemon died: IncompleteRead, silence past the timeout)
+        raises StreamCutOff; a clean end just returns, and the caller judges if it was whole."""
+        conn, response = self._open(method, path, body, None, what)
         try:
             while True:
                 try:
                     line = response.readline()
-                except OSError as exc:
-                    raise DaemonUnreachable(self.url, _reason(exc)) from exc
+                except (OSError, http.client.HTTPException) as exc:
+                    raise StreamCutOff(self.url, what, self._cut(exc, what, True)) from exc
                 if not line:
                     return
                 line = line.strip()
@@ -186,6 +249,36 @@ class Client:
                     yield line
         finally:
             conn.close()
+
+    def _cut(self, exc: BaseException, what: str, started: bool) -> str:
+        """Why a stream broke, in the words of the StreamCutOff message."""
+        if isinstance(exc, (socket.timeout, TimeoutError)):
+            return f"the daemon sent nothing for {self.timeout:.0f} s"
+        when = f"before the {what} ended" if started else "before it answered"
+        # A daemon that died leaves a chunk cut short (IncompleteRead) or no response at all.
+        closed = (http.client.IncompleteRead, http.client.RemoteDisconnected, BrokenPipeError)
+        if isinstance(exc, closed):
+            return f"the daemon closed the connection {when}"
+        if isinstance(exc, ConnectionResetError):
+            return f"the connection to the daemon was reset {when}"
+        return f"reading from the daemon failed {when}: {exc or type(exc).__name__}"
+
+
+def _closed(what: str) -> str:
+    return f"the daemon closed the connection before the {what} ended"
+
+
+def _sse_data(value: bytes, kind: str) -> JSON:
+    """One SSE data payload as a JSON object; an `event: error` one, or one that is not JSON,
+    comes back as `{"error": ...}`, since either way the answer cannot go on."""
+    try:
+        event = json.loads(value)
+    except ValueError:
+        text = value.decode(errors="replace")
+        return {"error": text if kind == "error" else f"a line that is not JSON: {text[:80]}"}
+    if kind == "error" and not (isinstance(event, dict) and "error" in event):
+        return {"error": event}
+    return event if isinstance(event, dict) else {"value": event}
 
 
 def _message(event: JSON) -> str:

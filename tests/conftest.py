@@ -42,12 +42,13 @@ DEFAULT_ARGS: tuple[str, ...] = (
 
 
 def start_daemon(
-    args: Sequence[str] = DEFAULT_ARGS, timeout_s: float = STARTUP_TIMEOUT_S
+    args: Sequence[str] = DEFAULT_ARGS, timeout_s: float = STARTUP_TIMEOUT_S,
+    env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen, str]:
     """`daemons.start_daemon`, failing the test with the daemon's command and log if it dies or
     never becomes healthy. Returns (process, base URL); the log's path is `proc.log_path`."""
     try:
-        return daemons.start_daemon(args, timeout_s)
+        return daemons.start_daemon(args, timeout_s, env)
     except daemons.NotReady as exc:
         pytest.fail(
             f"daemon {exc.reason}\ncommand: {' '.join(exc.cmd)}\n"
@@ -107,8 +108,9 @@ def daemon_factory() -> Iterator:
     """
     started: list[subprocess.Popen] = []
 
-    def start(args: Sequence[str], timeout_s: float = STARTUP_TIMEOUT_S):
-        proc, url = start_daemon(args, timeout_s)
+    def start(args: Sequence[str], timeout_s: float = STARTUP_TIMEOUT_S,
+              env: dict[str, str] | None = None):
+        proc, url = start_daemon(args, timeout_s, env)
         started.append(proc)
         return proc, url
 

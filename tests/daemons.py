@@ -112,19 +112,20 @@ def wait_ready(proc: subprocess.Popen[bytes], ready: Callable[[], object], cmd: 
         time.sleep(0.2)
 
 
-def start_daemon(args: Sequence[str], timeout_s: float = STARTUP_TIMEOUT_S
-                 ) -> tuple[subprocess.Popen[bytes], str]:
+def start_daemon(args: Sequence[str], timeout_s: float = STARTUP_TIMEOUT_S,
+                 env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
     """Start `python -m localserve serve ARGS --host 127.0.0.1 --port <free>`; wait for /health.
 
     Returns (process, base URL). The daemon's stdout and stderr go to a temp file whose path is
-    `proc.log_path`.
+    `proc.log_path`. `env` is added to ours for this daemon (and so its engine workers).
     """
     port = free_port()
     url = f"http://{HOST}:{port}"
     fd, log_path = tempfile.mkstemp(prefix=f"localserve-{port}-", suffix=".log")
     cmd = serve_command(args, port)
     with os.fdopen(fd, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env={**os.environ, **env} if env else None)
     proc.log_path = log_path  # type: ignore[attr-defined]
     wait_ready(proc, lambda: health(url) is not None, cmd, log_path, timeout_s)
     return proc, url

@@ -18,6 +18,7 @@ from localserve.backends.base import TurnEnd, TurnEvent
 from localserve.formats import MemoryEstimate
 from localserve.engine.pools import MemoryPool
 from localserve.engine.resident import ResidentModel
+from localserve.engine.runner import LocalRunner
 from localserve.ground.errors import ModelNotFound
 from localserve.ground.model import ModelInfo, ModelRef
 from localserve.ground.sampling import SamplingParams
@@ -212,7 +213,8 @@ class FakeLoader:
         self.loads.append(ref.name)
         backend = FakeBackend()
         backend.info = model_info(ref.name)
-        model = ResidentModel(backend, FakeBatcher(), device=self.device)  # type: ignore[arg-type]
+        runner = LocalRunner(backend, FakeBatcher())  # type: ignore[arg-type]
+        model = ResidentModel(backend.info, runner, device=self.device)
         model.estimate = need
         return model
 
@@ -222,6 +224,12 @@ class FakeLoader:
 
     def close(self) -> None:
         self.closed = True
+
+    def on_lost(self, callback: Any) -> None:
+        self.lost = callback
+
+    def health(self) -> dict[str, Any]:
+        return {self.device: {"state": "running"}}
 
 
 def manager_settings(**overrides: Any) -> Settings:

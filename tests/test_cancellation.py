@@ -10,6 +10,7 @@ import pytest
 
 from fakes import FakeBackend
 
+from localserve.engine.outputs import LoopSink
 from localserve.engine.embedding import EmbeddingJob
 from localserve.engine.scheduler import Scheduler
 from localserve.engine.sequence import Sequence, Status
@@ -24,7 +25,7 @@ def loop() -> asyncio.AbstractEventLoop:
 
 
 def make_seq(loop: asyncio.AbstractEventLoop, n_prompt: int = 2) -> Sequence:
-    return Sequence([1] * n_prompt, SamplingParams(temperature=0), 100, loop)
+    return Sequence([1] * n_prompt, SamplingParams(temperature=0), 100, LoopSink(loop))
 
 
 def test_a_cancelled_waiting_sequence_leaves_the_queue_at_once(loop) -> None:
@@ -49,7 +50,7 @@ def test_a_cancelled_running_sequence_frees_its_slot_at_the_next_step(loop) -> N
 
 def test_a_cancelled_embedding_job_frees_its_slots_at_the_next_step(loop) -> None:
     sched = Scheduler(FakeBackend(n_slots=2), step_tokens=2)
-    job = EmbeddingJob([[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6], [1]], loop)
+    job = EmbeddingJob([[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6], [1]], LoopSink(loop))
     sched.submit_embedding(job)
     sched.step()  # two inputs run, the third waits
     sched.cancel(job)
@@ -67,7 +68,7 @@ def test_cancelling_sets_the_request_flag_and_wakes_the_engine_loop(loop, kind: 
         request: Sequence | EmbeddingJob = make_seq(loop)
         sched.submit(request)
     else:
-        request = EmbeddingJob([[1, 2]], loop)
+        request = EmbeddingJob([[1, 2]], LoopSink(loop))
         sched.submit_embedding(request)
     woken = len(wakes)
     sched.cancel(request)

@@ -94,11 +94,11 @@ def test_a_model_with_queued_work_is_not_idle_and_so_not_evicted() -> None:
     async def scenario() -> None:
         m, loader = manager(budget=150, load_timeout=2.0)
         await use(m, "a")
-        m.get("a").batcher.busy = 1  # a cancelled sequence not yet reaped, say
+        m.get("a").runner.batcher.busy = 1  # a cancelled sequence not yet reaped, say
         other = asyncio.create_task(use(m, "b"))
         await asyncio.sleep(0.2)
         assert not other.done() and loader.unloads == []
-        m.get("a").batcher.busy = 0
+        m.get("a").runner.batcher.busy = 0
         await other
         assert loader.unloads == ["a"]
 

@@ -14,6 +14,7 @@ import pytest
 
 from fakes import TOKEN, FakeRuntime
 
+from localserve.engine.outputs import LoopSink
 from localserve.engine.onnx_batcher import BatchPolicy, OnnxBatcher
 from localserve.engine.sequence import Sequence, Status
 from localserve.ground.errors import QueueFull
@@ -36,11 +37,11 @@ def make(policy: BatchPolicy) -> tuple[OnnxBatcher, FakeRuntime, list[int]]:
 
 
 def seq(loop, max_tokens: int = 4) -> Sequence:
-    return Sequence([1, 2, 3], SamplingParams(temperature=0), max_tokens, loop)
+    return Sequence([1, 2, 3], SamplingParams(temperature=0), max_tokens, LoopSink(loop))
 
 
 def test_a_full_batch_starts_at_once(loop) -> None:
-    batcher, _, _ = make(BatchPolicy(max_batch_size=4, max_queue_delay_ms=60_000))
+    batcher, _, _ = make(BatchPolicy(max_batch_size=4, max_queue_delay_ms=60_000, max_waiting=64))
     for _ in range(4):
         batcher.submit(seq(loop))
     assert batcher.has_work()
@@ -49,7 +50,7 @@ def test_a_full_batch_starts_at_once(loop) -> None:
 
 
 def test_an_idle_model_waits_the_queue_delay_for_its_batch_to_fill(loop) -> None:
-    batcher, _, wakes = make(BatchPolicy(max_batch_size=4, max_queue_delay_ms=50))
+    batcher, _, wakes = make(BatchPolicy(max_batch_size=4, max_queue_delay_ms=50, max_waiting=64))
     batcher.submit(seq(loop))
     assert not batcher.has_work()
     woken = len(wakes)
@@ -59,7 +60,7 @@ def test_an_idle_model_waits_the_queue_delay_for_its_batch_to_fill(loop) -> None
 
 
 def test_requests_arriving_while_a_batch_runs_join_the_next_batch(loop) -> None:
-    batcher, _, _ = make(BatchPolicy(max_batch_size=4, max_queue_delay_ms=0))
+    batcher, _, _ = make(BatchPolicy(max_batch_size=4, max_queue_delay_ms=0, max_waiting=64))
     first = [seq(loop, max_tokens=3) for _ in range(2)]
     for s in first:
         batcher.submit(s)
@@ -75,7 +76,7 @@ def test_requests_arriving_while_a_batch_runs_join_the_next_batch(loop) -> None:
 
 
 def test_a_finished_sequence_ends_at_once_while_its_batch_runs_on(loop) -> None:
-    batcher, _, _ = make(BatchPolicy(max_batch_size=2, max_queue_delay_ms=0))
+    batcher, _, _ = make(BatchPolicy(max_batch_size=2, max_queue_delay_ms=0, max_waiting=64))
     short, long = seq(loop, max_tokens=1), seq(loop, max_tokens=5)
     batcher.submit(short)
     batcher.submit(long)
@@ -85,8 +86,8 @@ def test_a_finished_sequence_ends_at_once_while_its_batch_runs_on(loop) -> None:
 
 
 def test_a_stop_string_ends_the_sequence_and_cancels_its_row(loop) -> None:
-    batcher, runtime, _ = make(BatchPolicy(max_batch_size=2, max_queue_delay_ms=0))
-    stopped = Sequence([1], SamplingParams(temperature=0, stop=("xx",)), 10, loop)
+    batcher, runtime, _ = make(BatchPolicy(max_batch_size=2, max_queue_delay_ms=0, max_waiting=64))
+    stopped = Sequence([1], SamplingParams(temperature=0, stop=("xx",)), 10, LoopSink(loop))
     batcher.submit(stopped)
     batcher.step()
     batcher.step()
@@ -103,7 +104,7 @@ def test_a_full_queue_refuses_a_request_at_once(loop) -> None:
 
 
 def test_a_cancelled_waiting_request_leaves_the_queue(loop) -> None:
-    batcher, _, _ = make(BatchPolicy(max_batch_size=4, max_queue_delay_ms=60_000))
+    batcher, _, _ = make(BatchPolicy(max_batch_size=4, max_queue_delay_ms=60_000, max_waiting=64))
     s = seq(loop)
     batcher.submit(s)
     batcher.cancel(s)
@@ -111,7 +112,7 @@ def test_a_cancelled_waiting_request_leaves_the_queue(loop) -> None:
 
 
 def test_regroup_sends_the_stragglers_back_to_the_head_with_what_they_generated(loop) -> None:
-    policy = BatchPolicy(max_batch_size=2, max_queue_delay_ms=0, regroup_at=1)
+    policy = BatchPolicy(max_batch_size=2, max_queue_delay_ms=0, max_waiting=64, regroup_at=1)
     batcher, runtime, _ = make(policy)
     short, straggler = seq(loop, max_tokens=1), seq(loop, max_tokens=50)
     batcher.submit(short)

@@ -37,3 +37,9 @@ def test_the_built_wheel_resolves_a_catalog_name_in_a_clean_virtualenv(tmp_path:
         capture_output=True, text=True, cwd=tmp_path, check=True,
     )
     assert out.stdout.split() == ["hf://bartowski/Llama-3.2-1B-Instruct-GGUF/Llama-3.2-1B-Instruct-Q4_K_M.gguf", "gguf"]
+    # The build recipes are package data too (localserve/native/recipes.toml).
+    out = subprocess.run(
+        [str(python), "-c", "from localserve.native.recipes import recipes; print(*recipes())"],
+        capture_output=True, text=True, cwd=tmp_path, check=True,
+    )
+    assert "cpu-noamx" in out.stdout.split()

@@ -8,6 +8,7 @@ import pytest
 
 from fakes import TOKEN, FakeBackend
 
+from localserve.engine.outputs import LoopSink
 from localserve.engine.scheduler import MAX_DEFERRALS, PREFILL_TOKENS_WHILE_DECODING, Scheduler
 from localserve.engine.sequence import Sequence
 from localserve.ground.errors import ContextOverflow, QueueFull
@@ -22,7 +23,7 @@ def loop() -> asyncio.AbstractEventLoop:
 
 
 def make_seq(loop: asyncio.AbstractEventLoop, n_prompt: int, max_new: int = 100) -> Sequence:
-    return Sequence([1] * n_prompt, SamplingParams(temperature=0), max_new, loop)
+    return Sequence([1] * n_prompt, SamplingParams(temperature=0), max_new, LoopSink(loop))
 
 
 def test_running_sequences_decode_while_a_long_prompt_prefills_in_chunks(loop) -> None:
@@ -84,11 +85,11 @@ def test_prompt_as_long_as_the_slot_context_is_refused(loop) -> None:
 def test_prompt_sharing_a_prefix_goes_to_the_slot_holding_it_and_skips_that_prefill(loop) -> None:
     backend = FakeBackend(n_slots=2, n_ctx=256)
     sched = Scheduler(backend)
-    first = Sequence([5, 6, 7, 8], SamplingParams(temperature=0), 1, loop)
+    first = Sequence([5, 6, 7, 8], SamplingParams(temperature=0), 1, LoopSink(loop))
     sched.submit(first)
     sched.step()
     first_slot = sched.slots.tokens.index([5, 6, 7, 8])
-    follow_up = Sequence([5, 6, 7, 8, 9, 10], SamplingParams(temperature=0), 1, loop)
+    follow_up = Sequence([5, 6, 7, 8, 9, 10], SamplingParams(temperature=0), 1, LoopSink(loop))
     sched.submit(follow_up)
     sched.step()
     last = backend.plans[-1].chunks[0]
@@ -100,7 +101,7 @@ def test_repeated_prompt_reruns_only_its_last_token(loop) -> None:
     backend = FakeBackend(n_slots=1, n_ctx=256)
     sched = Scheduler(backend)
     for _ in range(2):
-        sched.submit(Sequence([5, 6, 7], SamplingParams(temperature=0), 1, loop))
+        sched.submit(Sequence([5, 6, 7], SamplingParams(temperature=0), 1, LoopSink(loop)))
         sched.step()
     assert backend.plans[-1].chunks[0].tokens == [7]
     assert (0, 2) in backend.trims

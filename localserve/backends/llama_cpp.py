@@ -18,7 +18,7 @@ import logging
 import os
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import llama_cpp as ll
 import numpy as np
@@ -86,10 +86,13 @@ def usable_cores() -> int:
 class LlamaCppOptions:
     """How to size a model's context: slots, context per slot, threads, tokens per step."""
 
-    n_slots: int = 4
-    n_ctx_slot: int = 4096
-    n_threads: int = field(default_factory=usable_cores)
-    n_batch: int = 512
+    n_slots: int
+    n_ctx_slot: int
+    n_threads: int
+    n_batch: int
+    # llama.cpp's extra buffer types (AMX kernels, repacked weights). Off where the probe saw
+    # them die: llama.cpp 0.3.36 built with GGML_NATIVE faults in its AMX kernels on some Xeons.
+    use_extra_bufts: bool
     # Per-slot KV streams keep each sequence's attention to its own cells; a unified cache
     # makes every decode token attend across all slots' cells.
     kv_unified: bool = False
@@ -115,6 +118,7 @@ class LlamaCppBackend:
     def _load(self, name: str, path: str, options: LlamaCppOptions) -> None:
         mparams = ll.llama_model_default_params()
         mparams.n_gpu_layers = 0
+        mparams.use_extra_bufts = options.use_extra_bufts
         model = ll.llama_model_load_from_file(path.encode(), mparams)
         if not model:
             reason = next((l.strip() for l in reversed(_capture.lines) if "error" in l.lower()), "")

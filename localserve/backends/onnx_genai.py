@@ -39,10 +39,11 @@ PAGED_PROVIDERS = ("cuda", "webgpu")
 
 @dataclass(frozen=True)
 class OnnxOptions:
-    max_batch_size: int = 8
+    max_batch_size: int
     # Tokens per request, prompt included; also the per-row length of the KV buffers.
-    max_length: int = 4096
-    n_threads: int = 0
+    max_length: int
+    n_threads: int
+    # "auto": $LOCALSERVE_ONNX_PROVIDER, else the provider the folder was exported for.
     provider: str = "auto"
 
 

@@ -1,5 +1,6 @@
-"""The `localserve` command. `serve` runs the daemon in this process; every other command is a
-client of its HTTP API through `localserve.client`, and never imports the engine."""
+"""The `localserve` command. `serve` runs the daemon in this process; `doctor` and `native` look
+at this machine and its llama.cpp build in this process; every other command is a client of the
+daemon's HTTP API through `localserve.client`, and never imports the engine."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import argparse
 import sys
 
 from localserve import __version__
-from localserve.cli import loaded, models, run, serve, status
+from localserve.cli import doctor, loaded, models, native, run, serve, status
 from localserve.cli.common import Failure
 from localserve.cli.output import (
     EXIT_CODES_HELP,
@@ -18,7 +19,7 @@ from localserve.cli.output import (
     USAGE,
     error,
 )
-from localserve.client import ApiError, DaemonUnreachable
+from localserve.client import ApiError, DaemonUnreachable, StreamCutOff
 from localserve.ground.settings import ConfigError
 
 
@@ -36,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_parsers(sub)
     loaded.add_parsers(sub)
     status.add_parsers(sub)
+    doctor.add_parser(sub)
+    native.add_parsers(sub)
     return parser
 
 
@@ -67,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
             return FAILED
         error(exc.message)
         return NOT_FOUND if exc.status == 404 else FAILED
+    except StreamCutOff as exc:
+        # A stream a command did not explain itself: still never a silent success.
+        error(str(exc))
+        return FAILED
     except Failure as exc:
         error(str(exc))
         return exc.code

@@ -45,7 +45,8 @@ def _rate(tokens: int, seconds: float) -> str:
 
 def stream_answer(client: Client, body: JSON, write: Callable[[str], None]) -> tuple[str, Timings]:
     """Send one chat request and write its text as it streams. Ctrl-C (KeyboardInterrupt)
-    propagates after the connection is closed, which makes the daemon drop the answer."""
+    propagates after the connection is closed, which makes the daemon drop the answer; an
+    answer that stops short raises StreamCutOff (from the client) after its text so far."""
     timings = Timings(started=time.perf_counter())
     parts: list[str] = []
     events = client.chat(body)

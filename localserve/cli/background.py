@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -15,28 +16,44 @@ from localserve.client import Client, DaemonUnreachable
 STARTUP_TIMEOUT_S = 90.0
 # A daemon only starts itself here; a remote address is someone else's to start.
 _LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0", "::", ""}
+# Each daemon that `run` starts opens its part of the shared log with this line.
+START_MARK = "--- started by `localserve run`"
+# faulthandler's first line names the fatal signal; every thread's traceback follows it.
+FATAL_MARK = "Fatal Python error"
+_TAIL_BYTES = 256 * 1024
 
 
 class DaemonDidNotStart(Exception):
     pass
 
 
-def ensure_daemon(client: Client, settings: config.Settings) -> None:
-    """Return once a daemon answers at the configured address, starting one if need be."""
+def log_path() -> Path:
+    """Where a daemon that `run` starts writes its log."""
+    return config.log_dir() / "server.log"
+
+
+def is_local(host: str) -> bool:
+    return host in _LOCAL_HOSTS
+
+
+def ensure_daemon(client: Client, settings: config.Settings) -> subprocess.Popen[bytes] | None:
+    """Return once a daemon answers at the configured address, starting one if need be: the
+    process started (whose exit status tells how it died, should it die), else None."""
     try:
         client.health()
-        return
+        return None
     except DaemonUnreachable:
-        if settings.host not in _LOCAL_HOSTS:
+        if not is_local(settings.host):
             raise
-    log_path = config.log_dir() / "server.log"
-    with spinner(f"Starting localserve at {settings.url} (log: {log_path})"):
-        process = start(settings, log_path)
-        _wait_healthy(client, process, log_path)
+    log = log_path()
+    with spinner(f"Starting localserve at {settings.url} (log: {log})"):
+        process = start(settings, log)
+        _wait_healthy(client, process, log)
     note(
         f"localserve is now running in the background at {settings.url} "
-        f"(log: {log_path}); `localserve shutdown` stops it"
+        f"(log: {log}); `localserve shutdown` stops it"
     )
+    return process
 
 
 def start(settings: config.Settings, log_path: Path) -> subprocess.Popen[bytes]:
@@ -57,7 +74,7 @@ def start(settings: config.Settings, log_path: Path) -> subprocess.Popen[bytes]:
         # Its own session: the terminal's Ctrl-C and hang-up reach the chat, not the daemon.
         detach["start_new_session"] = True
     with open(log_path, "ab") as log:
-        log.write(f"\n--- started by `localserve run` at {time.ctime()} ---\n".encode())
+        log.write(f"\n{START_MARK} at {time.ctime()} ---\n".encode())
         log.flush()
         return subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -70,8 +87,8 @@ def _wait_healthy(client: Client, process: subprocess.Popen[bytes], log_path: Pa
     while True:
         if process.poll() is not None:
             raise DaemonDidNotStart(
-                f"the daemon exited with code {process.returncode} while starting; "
-                f"its log ({log_path}) ends with:\n{_tail(log_path)}"
+                f"the daemon {ended(process.returncode)} while starting; "
+                f"its log ({log_path}) ends with:\n{tail(log_path)}"
             )
         try:
             client.health(timeout=2.0)
@@ -86,9 +103,31 @@ def _wait_healthy(client: Client, process: subprocess.Popen[bytes], log_path: Pa
         time.sleep(0.2)
 
 
-def _tail(path: Path, lines: int = 15) -> str:
+def ended(code: int) -> str:
+    """How a process ended, from its exit status: `exited on signal SIGKILL`."""
+    if code < 0:
+        try:
+            return f"exited on signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"exited on signal {-code}"
+    # Windows reports a crash as an NTSTATUS code: 0xC0000005 is an access violation.
+    return f"exited with code {code:#x}" if code > 255 else f"exited with code {code}"
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    """The last lines of the latest daemon's log; a fatal error's first line is kept even
+    when the tracebacks under it run longer than `lines`."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with open(path, "rb") as log:
+            log.seek(max(log.seek(0, os.SEEK_END) - _TAIL_BYTES, 0))
+            text = log.read().decode("utf-8", errors="replace")
     except OSError:
         return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
+    section = text.splitlines()
+    starts = [i for i, line in enumerate(section) if line.startswith(START_MARK)]
+    section = section[starts[-1] :] if starts else section
+    shown = section[-lines:]
+    fatal = next((line for line in section if line.startswith(FATAL_MARK)), None)
+    if fatal is not None and fatal not in shown:
+        shown = [fatal, "...", *shown]
+    return "\n".join(shown)

@@ -14,10 +14,11 @@ from typing import Any
 from localserve.cli import output, parameters
 from localserve.cli.answer import stream_answer
 from localserve.cli.common import bare_name
-from localserve.cli.output import OK
+from localserve.cli.cutoff import Daemon
+from localserve.cli.output import FAILED, OK, UNREACHABLE
 from localserve.cli.parameters import PARAMETERS
 from localserve.cli.wrap import answer_writer
-from localserve.client import ApiError, Client, ClientError
+from localserve.client import ApiError, Client, ClientError, DaemonUnreachable, StreamCutOff
 
 try:  # line editing and history where the platform has it
     import readline  # noqa: F401
@@ -53,8 +54,10 @@ class ChatSession:
         keep_alive: str | None,
         verbose: bool,
         options: dict[str, Any] | None = None,
+        daemon: Daemon | None = None,
     ) -> None:
         self.client = client
+        self.daemon = daemon or Daemon(client)
         self.model = model
         self.keep_alive = keep_alive
         self.verbose = verbose
@@ -79,7 +82,9 @@ class ChatSession:
                 if not self.command(text.strip()):
                     return OK
                 continue
-            self.ask(text)
+            code = self.ask(text)
+            if code is not None:
+                return code
 
     def read(self) -> str:
         line = input(PROMPT)
@@ -96,7 +101,8 @@ class ChatSession:
                 return "\n".join(lines)
             lines.append(line)
 
-    def ask(self, text: str) -> None:
+    def ask(self, text: str) -> int | None:
+        """Stream one answer; an exit code when the session cannot go on, else None."""
         messages = ([{"role": "system", "content": self.system}] if self.system else [])
         messages += [*self.history, {"role": "user", "content": text}]
         body: dict[str, Any] = {"model": self.model, "messages": messages, **self.options}
@@ -108,11 +114,17 @@ class ChatSession:
         except KeyboardInterrupt:
             # The interrupted turn is forgotten: the next question starts from the last answer.
             print()
-            return
+            return None
+        except (StreamCutOff, DaemonUnreachable) as exc:
+            # Forgotten too; the chat goes on only while the daemon still answers.
+            print()
+            if self.daemon.report(exc):
+                return None
+            return FAILED if isinstance(exc, StreamCutOff) else UNREACHABLE
         except ClientError as exc:
             print()
             output.error(exc.message if isinstance(exc, ApiError) else str(exc))
-            return
+            return None
         self.history += [
             {"role": "user", "content": text},
             {"role": "assistant", "content": answer},
@@ -120,6 +132,7 @@ class ChatSession:
         print("\n")
         if self.verbose:
             print("\n".join(timings.lines()) + "\n")
+        return None
 
     # -- slash commands ------------------------------------------------------------------------
 

@@ -9,8 +9,10 @@ from typing import Any
 
 from localserve.cli import output
 from localserve.cli.common import address_options, bare_name, connect
-from localserve.cli.output import OK
+from localserve.cli.cutoff import Daemon
+from localserve.cli.output import FAILED, OK
 from localserve.cli.run import pull
+from localserve.client import StreamCutOff
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -51,7 +53,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def pull_command(args: argparse.Namespace) -> int:
     _, client = connect(args)
-    pull(client, args.model)
+    try:
+        pull(client, args.model)
+    except StreamCutOff as exc:
+        Daemon(client).report(exc)
+        return FAILED
     return OK
 
 

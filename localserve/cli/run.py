@@ -11,10 +11,11 @@ from localserve.cli.answer import stream_answer
 from localserve.cli.background import DaemonDidNotStart, ensure_daemon
 from localserve.cli.chat import ChatSession
 from localserve.cli.common import Failure, address_options, connect
+from localserve.cli.cutoff import Daemon
 from localserve.cli.output import FAILED, OK, UNREACHABLE, USAGE, spinner
 from localserve.cli.progress import show_pull
 from localserve.cli.wrap import answer_writer
-from localserve.client import ApiError, Client
+from localserve.client import ApiError, Client, DaemonUnreachable, StreamCutOff
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -53,10 +54,16 @@ def run_command(args: argparse.Namespace) -> int:
     settings, client = connect(args)
     options = sampling_options(args.parameter)
     try:
-        ensure_daemon(client, settings)
+        daemon = Daemon(client, ensure_daemon(client, settings))
     except DaemonDidNotStart as exc:
         raise Failure(str(exc), UNREACHABLE) from exc
-    ensure_model(client, args.model, args.keepalive)
+    try:
+        ensure_model(client, args.model, args.keepalive)
+    except (DaemonUnreachable, StreamCutOff) as exc:
+        # It answered a moment ago: it died pulling or loading the model (a native crash in
+        # the engine, most likely).
+        daemon.report(exc)
+        return FAILED
 
     prompt = " ".join(args.prompt)
     if not sys.stdin.isatty():
@@ -66,8 +73,8 @@ def run_command(args: argparse.Namespace) -> int:
         if not prompt.strip():
             return OK
     if prompt:
-        return one_shot(client, args, prompt, options)
-    return ChatSession(client, args.model, args.keepalive, args.verbose, options).loop()
+        return one_shot(daemon, args, prompt, options)
+    return ChatSession(client, args.model, args.keepalive, args.verbose, options, daemon).loop()
 
 
 def sampling_options(given: list[str]) -> dict[str, Any]:
@@ -109,7 +116,7 @@ def pull(client: Client, name: str) -> None:
 
 
 def one_shot(
-    client: Client, args: argparse.Namespace, prompt: str, options: dict[str, Any]
+    daemon: Daemon, args: argparse.Namespace, prompt: str, options: dict[str, Any]
 ) -> int:
     body: dict[str, Any] = {
         "model": args.model,
@@ -118,7 +125,16 @@ def one_shot(
     }
     if args.keepalive is not None:
         body["keep_alive"] = args.keepalive
-    _, timings = stream_answer(client, body, answer_writer())
+    try:
+        _, timings = stream_answer(daemon.client, body, answer_writer())
+    except StreamCutOff as exc:
+        # No closing newline for a pipe (the answer did not end) and no timings: a partial
+        # answer must not look like a whole one. A terminal still gets the line ended.
+        if sys.stdout.isatty():
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        daemon.report(exc)
+        return FAILED
     sys.stdout.write("\n")
     sys.stdout.flush()
     if args.verbose:

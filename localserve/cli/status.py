@@ -40,6 +40,13 @@ def status_command(args: argparse.Namespace) -> int:
     print(f"localserve {health.get('version', '?')} is running at {settings.url}{pid}")
     loaded = ", ".join(health.get("models") or []) or "none"
     print(f"models loaded: {loaded}")
+    for device, engine in (health.get("devices") or {}).items():
+        state = str(engine.get("state", "?"))
+        if engine.get("reason"):
+            state += f": {engine['reason']}"
+        elif engine.get("pid"):
+            state += f" (worker pid {engine['pid']}, {engine.get('restarts', 0)} restarts)"
+        print(f"{device} engine: {state}")
     rows = []
     for pool in stats.get("pools", []):
         budget, used = int(pool.get("budget") or 0), int(pool.get("used") or 0)

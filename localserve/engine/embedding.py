@@ -11,8 +11,12 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from localserve.engine.outputs import Sink
 
 
 @dataclass(eq=False)
@@ -63,14 +67,17 @@ class EmbeddingJob:
     """All the inputs of one request; `result` gets one raw (unnormalized) vector per input."""
 
     inputs_tokens: list[list[int]]
-    loop: asyncio.AbstractEventLoop
-    result: asyncio.Future[list[np.ndarray]] = field(init=False)
+    # Where the vectors go (engine/outputs.py); its future, when the waiter is in this process.
+    sink: Sink
+    result: asyncio.Future[list[np.ndarray]] | None = field(init=False)
     vectors: list[np.ndarray | None] = field(init=False)
     # Set by the batcher's cancel (the client left); the engine thread frees the inputs' slots.
     cancelled: bool = False
+    # The daemon's name for the job, across a worker's socket.
+    id: int = 0
 
     def __post_init__(self) -> None:
-        self.result = self.loop.create_future()
+        self.result = self.sink.future()
         self.vectors = [None] * len(self.inputs_tokens)
 
     @property

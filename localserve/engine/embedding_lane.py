@@ -113,7 +113,7 @@ class EmbeddingLane:
                 if inp.job.complete:
                     done.add(inp.job)
         for job in done:
-            _post(job, lambda j=job: _resolve(j))
+            job.sink.embedded(job, None)
 
     def _release(self, inp: EmbeddingInput, kv_valid: bool = True) -> None:
         assert inp.slot is not None
@@ -129,21 +129,4 @@ class EmbeddingLane:
         self.waiting.drop(lambda i: i.job in jobs)
         error = RuntimeError(f"embedding failed: {exc}")
         for job in jobs:
-            _post(job, lambda j=job: _reject(j, error))
-
-
-def _post(job: EmbeddingJob, callback: object) -> None:
-    try:
-        job.loop.call_soon_threadsafe(callback)  # type: ignore[arg-type]
-    except RuntimeError:  # the loop closed while the daemon shuts down
-        pass
-
-
-def _resolve(job: EmbeddingJob) -> None:
-    if not job.result.done():
-        job.result.set_result([v for v in job.vectors if v is not None])
-
-
-def _reject(job: EmbeddingJob, error: Exception) -> None:
-    if not job.result.done():
-        job.result.set_exception(error)
+            job.sink.embedded(job, error)

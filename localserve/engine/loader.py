@@ -1,26 +1,24 @@
-"""The loader seam: what the manager asks of the place where models run.
+"""The loader seam: what the manager asks of the place where models run, and how a model of
+each format is sized and built there.
 
 The manager decides residency (what to load, what to evict, when); a `Loader` sizes a model
 before it loads, makes it resident on a device so that it steps, and frees it again. The manager
-never sees a backend being built, a device loop, or a file format. `DeviceLoader` runs models
-in this process, on one engine thread per device; a loader over worker processes keeps the same
-four calls. Tests hand the manager a fake loader, so every residency rule runs in milliseconds.
+never sees a backend being built, a device loop, or a file format. `WorkerLoader`
+(engine/worker_loader.py) runs every device's models in an engine worker process of its own;
+inside the worker, `build_model` makes a model from the table below. Tests hand the manager a
+fake loader, so every residency rule runs in milliseconds.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol
-
-import psutil
+from typing import Any, Protocol
 
 from localserve.backends.base import Backend
 from localserve.engine.batcher import Batcher
-from localserve.engine.device_loop import DeviceLoop
 from localserve.engine.resident import ResidentModel
 from localserve.formats import BadModelFile, MemoryEstimate
 from localserve.formats.gguf import check_gguf
@@ -32,9 +30,14 @@ from localserve.ground.settings import Settings
 
 log = logging.getLogger(__name__)
 
+# Called on the event loop when a device's models are gone at once (its worker died): their
+# names and why, so the manager drops them and gives their memory back.
+LostModels = Callable[[list[str], str], None]
+
 
 class Loader(Protocol):
-    """Where models run. Every call blocks: the manager makes them on a worker thread."""
+    """Where models run. Every call but `on_lost` blocks: the manager makes them on a worker
+    thread."""
 
     def estimate(self, ref: ModelRef) -> MemoryEstimate:
         """What the model will take once loaded; raises LoadFailed for a file the runtime must
@@ -53,46 +56,31 @@ class Loader(Protocol):
         """Free every model still loaded and stop the devices."""
         ...
 
+    def on_lost(self, callback: LostModels) -> None:
+        """Take the callable to call when models are lost without an unload."""
+        ...
 
-class DeviceLoader:
-    """Models in this process, every one of them on the CPU's engine loop."""
+    def health(self) -> dict[str, Any]:
+        """Each device's state: running, idle, or failed and why (for /health)."""
+        ...
 
-    device = "cpu"
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self._loop = DeviceLoop(self.device)
-        self._loop.start()
-        self._loaded: list[ResidentModel] = []
+@dataclass
+class Built:
+    """A model made on its device: its backend, its batcher, and the bytes its runtime says it
+    allocated (llama.cpp's "buffer size" lines; 0 where the runtime does not say)."""
 
-    def estimate(self, ref: ModelRef) -> MemoryEstimate:
-        return estimate_load(ref, self.settings)
+    backend: Backend
+    batcher: Batcher
+    reported_bytes: int
 
-    def load(self, ref: ModelRef, need: MemoryEstimate) -> ResidentModel:
-        rss_before = psutil.Process().memory_info().rss
-        t0 = time.perf_counter()
-        with _refused_as_load_failure(ref):  # a file changed since its estimate read it
-            backend, batcher, reported = _runtime(ref).build(ref, self.settings, need)
-        model = ResidentModel(backend, batcher, device=self.device)
-        model.load_seconds = time.perf_counter() - t0
-        model.estimate = need
-        model.actual_bytes = reported
-        model.rss_delta = psutil.Process().memory_info().rss - rss_before
-        self._loop.add(batcher)
-        self._loaded.append(model)
-        return model
 
-    def unload(self, model: ResidentModel) -> None:
-        self._loop.remove(model.batcher)  # waits for a step in progress to end
-        model.backend.close()
-        if model in self._loaded:
-            self._loaded.remove(model)
-
-    def close(self) -> None:
-        self._loop.stop()
-        for model in self._loaded:
-            model.backend.close()
-        self._loaded.clear()
+def build_model(
+    ref: ModelRef, s: Settings, prompt_cache_bytes: int, use_extra_bufts: bool
+) -> Built:
+    """Make the model (blocking: seconds). Runs where the kernels run: in the engine worker."""
+    with _refused_as_load_failure(ref):  # a file changed since its estimate read it
+        return _runtime(ref).build(ref, s, prompt_cache_bytes, use_extra_bufts)
 
 
 def estimate_load(ref: ModelRef, s: Settings) -> MemoryEstimate:
@@ -125,9 +113,7 @@ def _estimate_gguf(ref: ModelRef, s: Settings) -> MemoryEstimate:
     )
 
 
-def _load_gguf(
-    ref: ModelRef, s: Settings, need: MemoryEstimate
-) -> tuple[Backend, Batcher, int]:
+def _load_gguf(ref: ModelRef, s: Settings, prompt_cache_bytes: int, extra_bufts: bool) -> Built:
     # Imported here so that a format's runtime is only imported when such a model loads.
     from localserve.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions, usable_cores
     from localserve.engine.prompt_cache import PromptCache
@@ -138,14 +124,15 @@ def _load_gguf(
         n_ctx_slot=s.ctx,
         n_batch=s.step_tokens,
         n_threads=s.threads or usable_cores(),
+        use_extra_bufts=extra_bufts,
     )
     backend = LlamaCppBackend(ref.name, ref.path, backend_opts)
-    cache = PromptCache(need.prompt_cache) if need.prompt_cache > 0 else None
+    cache = PromptCache(prompt_cache_bytes) if prompt_cache_bytes > 0 else None
     scheduler = Scheduler(
         backend, max_waiting=s.max_queue, step_tokens=s.step_tokens, prompt_cache=cache
     )
     # What llama.cpp says it allocated, from its own "buffer size" log lines.
-    return backend, scheduler, sum(backend.buffers.values())
+    return Built(backend, scheduler, sum(backend.buffers.values()))
 
 
 def _estimate_onnx(ref: ModelRef, s: Settings) -> MemoryEstimate:
@@ -156,7 +143,7 @@ def _estimate_onnx(ref: ModelRef, s: Settings) -> MemoryEstimate:
     return estimate_onnx(folder, provider_for_estimate(folder), s.parallel, max_length, s.step_tokens)
 
 
-def _load_onnx(ref: ModelRef, s: Settings) -> tuple[Backend, Batcher, int]:
+def _load_onnx(ref: ModelRef, s: Settings, prompt_cache_bytes: int, extra_bufts: bool) -> Built:
     from localserve.backends.onnx_genai import OnnxGenaiBackend, OnnxOptions
     from localserve.engine.onnx_batcher import BatchPolicy, OnnxBatcher
 
@@ -171,7 +158,7 @@ def _load_onnx(ref: ModelRef, s: Settings) -> tuple[Backend, Batcher, int]:
         max_waiting=s.max_queue,
     )
     # onnxruntime-genai reports no allocation sizes: the RSS delta is the cross-check.
-    return backend, OnnxBatcher(backend, policy), 0
+    return Built(backend, OnnxBatcher(backend, policy), 0)
 
 
 @dataclass(frozen=True)
@@ -179,13 +166,14 @@ class _Runtime:
     """What the loader does for one model format: size a model, then build it."""
 
     estimate: Callable[[ModelRef, Settings], MemoryEstimate]
-    build: Callable[[ModelRef, Settings, MemoryEstimate], tuple[Backend, Batcher, int]]
+    # (ref, settings, prompt cache bytes, llama.cpp's extra buffer types) -> the model.
+    build: Callable[[ModelRef, Settings, int, bool], Built]
 
 
 # One entry per format of localserve.formats.FORMATS that this loader can run.
 _RUNTIMES: dict[str, _Runtime] = {
     "gguf": _Runtime(_estimate_gguf, _load_gguf),
-    "onnx": _Runtime(_estimate_onnx, lambda ref, s, need: _load_onnx(ref, s)),
+    "onnx": _Runtime(_estimate_onnx, _load_onnx),
 }
 
 

@@ -20,7 +20,7 @@ from typing import Protocol
 
 from localserve.ground.errors import BadRequest, DoesNotFit, ModelBusy
 from localserve.formats import MemoryEstimate
-from localserve.engine.loader import DeviceLoader, Loader
+from localserve.engine.loader import Loader
 from localserve.engine.pools import MemoryPool, system_ram_pool
 from localserve.ground.units import UNSET, KeepAlive, format_size
 from localserve.engine.resident import ResidentModel
@@ -58,12 +58,16 @@ class ModelManager:
         self._in_line: list[str] = []
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._changed = asyncio.Event()
+        loader.on_lost(self._lost)
 
     @classmethod
     def for_settings(cls, settings: Settings) -> ModelManager:
-        """The daemon's manager: the store's library, models run by this process's devices."""
+        """The daemon's manager (call on its event loop): the store's library, and models run
+        in one engine worker process per device."""
+        from localserve.engine.worker_loader import WorkerLoader
+
         pool = system_ram_pool(settings.memory_budget)
-        return cls(settings, DeviceLoader(settings), Library(settings.models_dir), pool)
+        return cls(settings, WorkerLoader(settings), Library(settings.models_dir), pool)
 
     @property
     def models(self) -> list[ResidentModel]:
@@ -276,6 +280,16 @@ class ModelManager:
         loop.run_in_executor(None, self.loader.unload, model).add_done_callback(
             lambda f: loop.call_soon_threadsafe(done, f)
         )
+
+    def _lost(self, names: list[str], why: str) -> None:
+        """Models gone without an unload (their worker died): forget them, free their memory."""
+        for name in names:
+            model = self._resident.pop(name, None)
+            self._cancel_timer(name)
+            if model is not None:
+                self.pool.release(name)
+                log.warning("%s is no longer loaded: %s", name, why)
+        self._notify()
 
     async def preload(self, name: str, keep_alive_s: float | None = None) -> ResidentModel:
         """Load without a request, as `serve --model` and the admin API do (paths allowed)."""

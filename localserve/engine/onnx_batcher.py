@@ -41,9 +41,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class BatchPolicy:
-    max_batch_size: int = 8
-    max_queue_delay_ms: float = 10.0
-    max_waiting: int = 64
+    max_batch_size: int
+    max_queue_delay_ms: float
+    max_waiting: int
+    # End a batch early for a full queue once this few rows still run (0: never; see regroup).
     regroup_at: int = 0
 
 

@@ -1,4 +1,5 @@
-"""A model that is loaded and servable: its backend, its batcher and its chat template."""
+"""A model that is loaded and servable: its facts, its chat template, and the runner it
+generates and embeds on (engine/runner.py)."""
 
 from __future__ import annotations
 
@@ -10,26 +11,22 @@ from typing import Any
 
 import numpy as np
 
-from localserve.backends.base import Backend
-from localserve.ground.model import ModelInfo
 from localserve.engine.chat_template import ChatTemplate
-from localserve.ground.errors import BadRequest
-from localserve.formats import MemoryEstimate
-from localserve.ground.sampling import SamplingParams
-from localserve.engine.batcher import Batcher, Embedder
-from localserve.engine.embedding import EmbeddingJob
+from localserve.engine.runner import Runner
 from localserve.engine.sequence import Sequence, Status
+from localserve.formats import MemoryEstimate
+from localserve.ground.errors import BadRequest
+from localserve.ground.model import ModelInfo
+from localserve.ground.sampling import SamplingParams
 
 
 class ResidentModel:
     """What a request talks to once the manager has handed it a model."""
 
-    def __init__(self, backend: Backend, batcher: Batcher, device: str) -> None:
-        # Either kind of backend (backends/base.py): the model's batcher is the one that fits it.
-        self.backend = backend
-        self.batcher = batcher
+    def __init__(self, info: ModelInfo, runner: Runner, device: str) -> None:
+        self.info = info
+        self.runner = runner
         self.device = device
-        self.info: ModelInfo = backend.info
         self.loaded_at = time.time()
         # Residency bookkeeping, owned by the ModelManager on the event loop.
         self.in_flight = 0
@@ -53,7 +50,7 @@ class ResidentModel:
     @property
     def idle(self) -> bool:
         """No request holds it and its batcher has nothing running or waiting."""
-        return self.in_flight == 0 and self.batcher.busy == 0
+        return self.in_flight == 0 and self.runner.busy == 0
 
     def render_chat(self, messages: list[dict[str, Any]]) -> str:
         return self.template.render(messages, add_generation_prompt=True)
@@ -71,9 +68,8 @@ class ResidentModel:
 
     async def encode_texts(self, texts: list[str], field: str = "input") -> list[list[int]]:
         """Many texts in one trip to a worker thread, as an embeddings request sends them."""
-        tokenize = self.backend.tokenize
         loop = asyncio.get_running_loop()
-        tokens = await loop.run_in_executor(None, lambda: [tokenize(t, True) for t in texts])
+        tokens = await loop.run_in_executor(None, self.runner.tokenize, texts, True)
         empty = next((i for i, t in enumerate(tokens) if not t), None)
         if empty is not None:
             raise BadRequest(f"input {empty} is empty", field)
@@ -81,7 +77,7 @@ class ResidentModel:
 
     def check_token_ids(self, tokens: list[int], field: str = "prompt") -> list[int]:
         """Token ids a client sent: an out-of-range id would fail the whole batch it runs in."""
-        n_vocab = self.backend.n_vocab
+        n_vocab = self.runner.n_vocab
         bad = next((t for t in tokens if not 0 <= t < n_vocab), None)
         if bad is not None:
             raise BadRequest(
@@ -92,51 +88,37 @@ class ResidentModel:
     async def _tokenize(self, text: str, add_special: bool) -> list[int]:
         # Long prompts take milliseconds to tokenize: keep that off the event loop.
         loop = asyncio.get_running_loop()
-        tokens = await loop.run_in_executor(None, self.backend.tokenize, text, add_special)
+        (tokens,) = await loop.run_in_executor(None, self.runner.tokenize, [text], add_special)
         if not tokens:
             raise BadRequest("the prompt is empty", "prompt")
         return tokens
 
-    def submit(
+    async def submit(
         self, prompt: list[int], params: SamplingParams, prompt_field: str = "prompt"
     ) -> Sequence:
-        """Queue a generation; raises ContextOverflow or QueueFull at once.
+        """Queue a generation; raises ContextOverflow or QueueFull before anything streams.
 
         `prompt_field` names the request field an error about the prompt should point at.
         """
         room = self.info.n_ctx_slot - len(prompt)
         limit = room if params.max_tokens is None else min(params.max_tokens, room)
-        seq = Sequence(prompt, params, max(1, limit), asyncio.get_running_loop())
-        self.batcher.submit(seq, prompt_field)
-        return seq
+        return await self.runner.start(prompt, params, max(1, limit), prompt_field)
 
     @asynccontextmanager
     async def generation(
         self, prompt: list[int], params: SamplingParams, prompt_field: str = "prompt"
     ) -> AsyncIterator[Sequence]:
         """A queued generation that is cancelled, freeing its slot, however the caller leaves."""
-        seq = self.submit(prompt, params, prompt_field)
+        seq = await self.submit(prompt, params, prompt_field)
         try:
             yield seq
         finally:
             if seq.status is not Status.FINISHED or seq.finish_reason is None:
-                self.cancel(seq)
-
-    def cancel(self, seq: Sequence) -> None:
-        self.batcher.cancel(seq)
+                self.runner.cancel(seq)
 
     async def embed(self, inputs: list[list[int]]) -> list[np.ndarray]:
         """One raw (unnormalized) vector per input, pooled the model's way.
 
         The inputs run in the model's batcher, sharing decode calls with other requests.
         """
-        if not isinstance(self.batcher, Embedder):
-            raise BadRequest(f"model '{self.name}' does not support embeddings", "model")
-        job = EmbeddingJob(inputs, asyncio.get_running_loop())
-        self.batcher.submit_embedding(job)
-        try:
-            return await job.result
-        finally:
-            # A client that left frees its slots at the next embedding step; a no-op once done.
-            # (Its future is done then too: cancelling the await cancelled it.)
-            self.batcher.cancel(job)
+        return await self.runner.embed(self.name, inputs)

@@ -8,10 +8,14 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from localserve.engine.detokenizer import IncrementalDetokenizer
 from localserve.ground.sampling import SamplingParams
 from localserve.engine.stops import StopMatcher
+
+if TYPE_CHECKING:
+    from localserve.engine.outputs import Sink
 
 _ids = itertools.count(1)
 
@@ -44,13 +48,14 @@ class Sequence:
         prompt: list[int],
         params: SamplingParams,
         max_new_tokens: int,
-        loop: asyncio.AbstractEventLoop,
+        sink: Sink,
     ) -> None:
         self.id = next(_ids)
         self.prompt = prompt
         self.params = params
         self.max_new_tokens = max_new_tokens
-        self.loop = loop
+        # Where its deltas go (engine/outputs.py): an event loop here, or the daemon.
+        self.sink = sink
         self.outputs: asyncio.Queue[Delta] = asyncio.Queue()
         self.status = Status.WAITING
         self.slot: int | None = None
@@ -60,6 +65,8 @@ class Sequence:
         # Steps this prompt's prefill was put off so that shorter ones could sample first.
         self.prefill_deferrals = 0
         self.generated: list[int] = []
+        # How many of `generated` a worker has sent to the daemon so far.
+        self.reported = 0
         self.finish_reason: str | None = None
         # Set by the batcher's cancel; the engine thread frees what the sequence holds.
         self.cancelled = False

@@ -55,3 +55,12 @@ class ModelBusy(EngineError):
 
 class LoadFailed(EngineError):
     """A model file could not be loaded."""
+
+
+class EngineStopped(EngineError):
+    """A device's engine worker died (a native fault, the OOM killer): what ran on it is gone."""
+
+    def __init__(self, device: str, cause: str) -> None:
+        super().__init__(f"the {device} engine stopped: {cause}")
+        self.device = device
+        self.cause = cause

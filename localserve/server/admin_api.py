@@ -32,7 +32,7 @@ def describe(model: ResidentModel, loads: int) -> dict[str, Any]:
     )
     est = model.estimate.as_dict() if model.estimate else None
     # Only the continuous batcher keeps a prompt cache; ONNX models' batchers have none.
-    cache = getattr(model.batcher, "prompt_cache", None)
+    traffic = model.runner.stats()
     size = est["total"] if est else model.actual_bytes
     return {
         "name": f"{model.name}:latest",
@@ -55,15 +55,15 @@ def describe(model: ResidentModel, loads: int) -> dict[str, Any]:
             "memory_actual": model.actual_bytes,
             "memory_rss_delta": model.rss_delta,
             "in_flight": model.in_flight,
-            "queued": len(model.batcher.waiting),
-            "running": len(model.batcher.running),
+            "queued": traffic["queued"],
+            "running": traffic["running"],
             "pinned": model.pinned,
             "keep_alive_s": model.keep_alive_s,
             "loads": loads,
             "load_seconds": round(model.load_seconds, 3),
             "slots": model.info.n_slots,
             "context_per_slot": model.info.n_ctx_slot,
-            "prompt_cache": cache.stats() if cache is not None else None,
+            "prompt_cache": traffic["prompt_cache"],
         },
     }
 

@@ -37,7 +37,8 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
 async def health(request: web.Request) -> web.Response:
     manager = request.app[MANAGER]
     return web.json_response(
-        {"status": "ok", "version": __version__, "models": [m.name for m in manager.models]}
+        {"status": "ok", "version": __version__, "models": [m.name for m in manager.models],
+         "devices": manager.loader.health()}
     )
 
 

@@ -18,7 +18,9 @@ from localserve.server.app import build_app
 log = logging.getLogger(__name__)
 
 
-async def serve(settings: Settings, models: list[str]) -> None:
+async def serve(settings: Settings, models: list[str]) -> str:
+    """Serve until told to stop; returns what told it: a signal's name, or a shutdown asked
+    over HTTP (the caller logs it as the daemon's last word)."""
     manager = ModelManager.for_settings(settings)
     host, port = settings.host, settings.port
     app = build_app(manager)
@@ -45,22 +47,34 @@ async def serve(settings: Settings, models: list[str]) -> None:
         log.info("localserve listening on http://%s:%d", host, port)
         print(f"localserve listening on http://{host}:{port}", flush=True)
         loop = asyncio.get_running_loop()
+        signalled: list[str] = []
+
+        def stop_on(sig: signal.Signals) -> None:
+            signalled.append(sig.name)
+            stop.set()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
-                loop.add_signal_handler(sig, stop.set)
+                loop.add_signal_handler(sig, stop_on, sig)
             except NotImplementedError:
                 # Windows event loops take no signal handlers; there Ctrl-C arrives as
                 # KeyboardInterrupt, which the CLI catches, and the finally below still runs.
                 pass
         await stop.wait()
+        # POST /api/admin/shutdown sets the same event, without a signal.
+        reason = signalled[0] if signalled else "shutdown requested over HTTP"
+        # Logged now too: should freeing the models hang, the log still says who asked.
+        log.info("localserve stopping: %s", reason)
     finally:
         await runner.cleanup()
         manager.close()
+    return reason
 
 
 def _stem(name_or_path: str) -> str:
     return Path(name_or_path).stem
 
 
-def run(settings: Settings, models: list[str]) -> None:
-    asyncio.run(serve(settings, models))
+def run(settings: Settings, models: list[str]) -> str:
+    """Serve until stopped; returns why it stopped (see `serve`)."""
+    return asyncio.run(serve(settings, models))

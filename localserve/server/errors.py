@@ -17,6 +17,7 @@ from localserve.ground.errors import (
     DoesNotFit,
     EngineError,
     LoadFailed,
+    EngineStopped,
     ModelBusy,
     ModelNotFound,
     QueueFull,
@@ -48,6 +49,9 @@ def classify(exc: BaseException) -> HttpError:
         return HttpError(404, msg, param="model", code="model_not_found")
     if isinstance(exc, QueueFull):
         return HttpError(503, msg, "server_error", code="queue_full")
+    if isinstance(exc, EngineStopped):
+        # The next request restarts the engine: a client may retry.
+        return HttpError(503, msg, "server_error", code="engine_stopped")
     if isinstance(exc, ModelBusy):
         return HttpError(503, msg, "server_error", code="model_busy")
     if isinstance(exc, DoesNotFit):

@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from localserve import __version__
-from localserve.ground.errors import BadRequest
+from localserve.ground.errors import BadRequest, EngineError
 from localserve.ground.units import KeepAlive
 from localserve.engine.resident import ResidentModel
 from localserve.engine.sequence import Sequence
@@ -184,7 +184,7 @@ class OllamaGeneration:
         parts: list[str] = []
         async for delta in seq.stream():
             if delta.error:
-                raise RuntimeError(delta.error)
+                raise EngineError(delta.error)
             parts.append(delta.text)
         return web.json_response(self._final(seq, "".join(parts)))
 

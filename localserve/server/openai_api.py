@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from localserve.ground.errors import BadRequest
+from localserve.ground.errors import BadRequest, EngineError
 from localserve.engine.resident import ResidentModel
 from localserve.ground.sampling import SamplingParams
 from localserve.engine.sequence import Sequence
@@ -122,7 +122,7 @@ class Generation:
         parts: list[str] = []
         async for delta in seq.stream():
             if delta.error:
-                raise RuntimeError(delta.error)
+                raise EngineError(delta.error)
             parts.append(delta.text)
         body = self._envelope(model, self._choice("".join(parts), finish_reason(seq), False), False)
         body["usage"] = usage(seq)

@@ -1,0 +1,309 @@
+"""The engine worker: one process per device, owning its engine loop and every model on it.
+
+`python -m localserve.engine.worker --device cpu --fd N --settings JSON` serves the daemon over
+the socket `N` (ground/messages.py). The main thread reads asks and answers them; loads and
+unloads run on threads of their own so that a load of seconds never holds up the submits of the
+models already serving; the device's engine thread steps every resident model in turn and
+sends one `Step` per step. A native fault here (SIGILL, an abort, a segfault, the OOM killer)
+ends this process only: the daemon sees the socket close and tells the requests in flight.
+
+The worker exits when the daemon's end of the socket closes, so it never outlives the daemon.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+import numpy as np
+import psutil
+
+from localserve.engine.batcher import Batcher, Embedder
+from localserve.engine.device_loop import DeviceLoop
+from localserve.engine.embedding import EmbeddingJob
+from localserve.engine.loader import Built, build_model
+from localserve.engine.outputs import Outbox
+from localserve.engine.sequence import Sequence
+from localserve.ground import messages as m
+from localserve.ground.errors import BadRequest, EngineError, ModelNotFound
+from localserve.ground.settings import Settings
+
+log = logging.getLogger("localserve.worker")
+
+# Test-only switches: a worker that aborts inside its Nth step, and one that dies as llama.cpp's
+# AMX kernels do (SIGILL on the first decode) when a model is loaded with extra buffer types.
+ABORT_AT_STEP = "LOCALSERVE_TEST_ABORT_AT_STEP"
+DIE_WITH_EXTRA_BUFTS = "LOCALSERVE_TEST_DIE_WITH_EXTRA_BUFTS"
+
+
+class Connection:
+    """The worker's end of the socket: whole frames in, whole frames out, sends serialized."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._send_lock = threading.Lock()
+        self._encoder = msgspec.msgpack.Encoder()
+        self._decoder = msgspec.msgpack.Decoder(m.ToWorker)
+
+    def send(self, message: msgspec.Struct) -> None:
+        data = m.frame(message, self._encoder)
+        try:
+            with self._send_lock:
+                self.sock.sendall(data)
+        except OSError:
+            pass  # the daemon is gone; the main thread sees the socket close and we exit
+
+    def receive(self) -> m.ToWorker | None:
+        try:
+            return m.read_frame(self.sock, self._decoder)
+        except OSError:  # reset: the daemon died
+            return None
+
+
+class StepReporter:
+    """A model's batcher as the device loop steps it, sending each step's output in one `Step`.
+
+    It is also the sink of the model's sequences and embedding jobs (engine/outputs.py).
+    """
+
+    def __init__(self, worker: Worker, name: str, built: Built) -> None:
+        self.worker = worker
+        self.name = name
+        self.built = built
+        self.batcher: Batcher = built.batcher
+        self._outputs: list[m.Output] = []
+        self.waiting = built.batcher.waiting
+        self.running = built.batcher.running
+
+    # -- the Batcher surface the device loop steps ------------------------------------------
+
+    def attach(self, wake: Callable[[], None]) -> None:
+        self.batcher.attach(wake)
+
+    def has_work(self) -> bool:
+        return self.batcher.has_work()
+
+    @property
+    def busy(self) -> int:
+        return self.batcher.busy
+
+    def step(self) -> None:
+        self.worker.count_step()
+        self.batcher.step()
+        outputs, self._outputs = self._outputs, []
+        cache = getattr(self.batcher, "prompt_cache", None)
+        load = m.ModelLoad(
+            len(self.batcher.waiting), len(self.batcher.running), self.batcher.busy,
+            cache.stats() if cache is not None else None,
+        )
+        self.worker.conn.send(m.Step(self.name, outputs, load))
+
+    # -- the Sink surface its sequences and jobs deliver to ----------------------------------
+
+    def put(self, items: Outbox) -> None:
+        for seq, delta in items:
+            new = seq.generated[seq.reported :]
+            seq.reported = len(seq.generated)
+            self._outputs.append(m.Output(
+                seq.id, delta.text, new, delta.finish_reason, delta.error, seq.cached_tokens,
+            ))  # fmt: skip
+            if delta.finish_reason is not None:
+                self.worker.forget(self.name, seq.id)
+
+    def embedded(self, job: EmbeddingJob, error: Exception | None) -> None:
+        vectors = [] if error else [np.asarray(v, np.float32).tobytes() for v in job.vectors]
+        self.worker.conn.send(m.Embedded(self.name, job.id, vectors, str(error) if error else None))
+        self.worker.forget_job(self.name, job.id)
+
+    def future(self) -> None:
+        return None
+
+
+class Worker:
+    """Every model of one device, the device loop that steps them, and the daemon's socket."""
+
+    def __init__(self, device: str, settings: Settings, conn: Connection) -> None:
+        self.device = device
+        self.settings = settings
+        self.conn = conn
+        self.loop = DeviceLoop(device)
+        self.models: dict[str, StepReporter] = {}
+        self._sequences: dict[tuple[str, int], Sequence] = {}
+        self._jobs: dict[tuple[str, int], EmbeddingJob] = {}
+        self._lock = threading.Lock()
+        self._steps = 0
+        self._abort_at = int(os.environ.get(ABORT_AT_STEP, "0") or 0)
+        self._die_with_extra_bufts = bool(os.environ.get(DIE_WITH_EXTRA_BUFTS))
+        self._extra_bufts_models: set[str] = set()
+
+    def serve(self) -> None:
+        self.loop.start()
+        while (message := self.conn.receive()) is not None:
+            self.handle(message)
+
+    def handle(self, message: m.ToWorker) -> None:
+        if isinstance(message, m.Load):
+            self._in_thread(message.ref, lambda: self._load(message))
+        elif isinstance(message, m.Unload):
+            self._in_thread(message.ref, lambda: self._unload(message.model))
+        elif isinstance(message, m.Tokenize):
+            self._answer(message.ref, lambda: self._tokenize(message))
+        elif isinstance(message, m.Submit):
+            self._answer(message.ref, lambda: self._submit(message))
+        elif isinstance(message, m.Embed):
+            self._answer(message.ref, lambda: self._embed(message))
+        elif isinstance(message, m.Cancel):
+            self._cancel(message)
+        elif isinstance(message, m.Stats):
+            self._answer(message.ref, self._stats)
+
+    # -- asks --------------------------------------------------------------------------------
+
+    def _load(self, message: m.Load) -> m.Loaded:
+        ref = message.model
+        rss_before = psutil.Process().memory_info().rss
+        t0 = time.perf_counter()
+        built = build_model(ref, self.settings, message.prompt_cache_bytes, message.use_extra_bufts)
+        reporter = StepReporter(self, ref.name, built)
+        loaded = m.Loaded(
+            built.backend.info, built.backend.n_vocab, built.reported_bytes,
+            psutil.Process().memory_info().rss - rss_before, time.perf_counter() - t0,
+        )  # fmt: skip
+        if message.use_extra_bufts:
+            self._extra_bufts_models.add(ref.name)
+        with self._lock:
+            self.models[ref.name] = reporter
+        self.loop.add(reporter)  # type: ignore[arg-type]
+        log.info("loaded %s in %.2fs", ref.name, loaded.load_seconds)
+        return loaded
+
+    def _unload(self, name: str) -> None:
+        with self._lock:
+            reporter = self.models.pop(name, None)
+        if reporter is None:
+            return
+        self.loop.remove(reporter)  # type: ignore[arg-type]  # waits for a step in progress
+        reporter.built.backend.close()
+        self._extra_bufts_models.discard(name)
+
+    def _tokenize(self, message: m.Tokenize) -> list[list[int]]:
+        backend = self._model(message.model).built.backend
+        return [backend.tokenize(text, message.add_special) for text in message.texts]
+
+    def _submit(self, message: m.Submit) -> None:
+        reporter = self._model(message.model)
+        seq = Sequence(message.prompt, message.params, message.max_new_tokens, reporter)
+        seq.id = message.seq
+        with self._lock:
+            self._sequences[(message.model, seq.id)] = seq
+        try:
+            reporter.batcher.submit(seq, message.prompt_field)
+        except BaseException:
+            self.forget(message.model, seq.id)
+            raise
+
+    def _embed(self, message: m.Embed) -> None:
+        reporter = self._model(message.model)
+        if not isinstance(reporter.batcher, Embedder):
+            raise BadRequest(f"model '{message.model}' does not support embeddings", "model")
+        job = EmbeddingJob(message.inputs, reporter)
+        job.id = message.job
+        with self._lock:
+            self._jobs[(message.model, job.id)] = job
+        try:
+            reporter.batcher.submit_embedding(job)
+        except BaseException:
+            self.forget_job(message.model, job.id)
+            raise
+
+    def _cancel(self, message: m.Cancel) -> None:
+        with self._lock:
+            reporter = self.models.get(message.model)
+            request: Any = (
+                self._sequences.pop((message.model, message.seq), None)
+                if message.seq else self._jobs.pop((message.model, message.job), None)
+            )
+        if reporter is not None and request is not None:
+            reporter.batcher.cancel(request)
+
+    def _stats(self) -> dict[str, Any]:
+        from localserve.native.verdicts import build_key  # loads llama.cpp, as loads do
+
+        return {"device": self.device, "pid": os.getpid(), "models": sorted(self.models),
+                "build_key": build_key()}
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def forget(self, model: str, seq: int) -> None:
+        with self._lock:
+            self._sequences.pop((model, seq), None)
+
+    def forget_job(self, model: str, job: int) -> None:
+        with self._lock:
+            self._jobs.pop((model, job), None)
+
+    def count_step(self) -> None:
+        self._steps += 1
+        if self._abort_at and self._steps >= self._abort_at:
+            os.abort()
+        if self._die_with_extra_bufts and self._extra_bufts_models:
+            os.kill(os.getpid(), signal.SIGILL)
+
+    def _model(self, name: str) -> StepReporter:
+        with self._lock:
+            reporter = self.models.get(name)
+        if reporter is None:
+            raise ModelNotFound(name, f"it is not loaded on the {self.device} engine")
+        return reporter
+
+    def _answer(self, ref: int, ask: Callable[[], Any]) -> None:
+        try:
+            value = ask()
+        except Exception as exc:  # the daemon raises it again, as the same kind of error
+            if not isinstance(exc, EngineError):
+                log.exception("failed: %s", exc)
+            self.conn.send(m.Reply(ref, error=failure(exc)))
+        else:
+            self.conn.send(m.Reply(ref, value))
+
+    def _in_thread(self, ref: int, ask: Callable[[], Any]) -> None:
+        threading.Thread(target=self._answer, args=(ref, ask), daemon=True).start()
+
+
+def failure(exc: BaseException) -> m.Failure:
+    """An error as the daemon rebuilds it: its kind, its message, what the face needs of it."""
+    extra = {k: v for k, v in vars(exc).items() if isinstance(v, (int, str)) and k != "param"}
+    return m.Failure(type(exc).__name__, str(exc), getattr(exc, "param", None), extra)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="localserve-worker")
+    p.add_argument("--device", required=True)
+    p.add_argument("--fd", type=int, required=True)
+    p.add_argument("--settings", required=True, help="the daemon's Settings, as JSON")
+    args = p.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format=f"%(asctime)s %(levelname)s {args.device}-worker: %(message)s"
+    )
+    # A native fault prints the Python stack of every thread into the log before we die.
+    faulthandler.enable(file=sys.stderr)
+    # Ctrl-C in the daemon's terminal reaches us too: the daemon decides when we stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    settings = msgspec.json.decode(args.settings.encode(), type=Settings)
+    sock = socket.socket(fileno=args.fd)
+    Worker(args.device, settings, Connection(sock)).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
