@@ -211,6 +211,21 @@ def running(cmd: list[str], port: int, ready_path: str, log: Path,
         stop_daemon(proc)
 
 
+def cpu_busy(seconds: float = 1.0) -> float:
+    """The share of all CPUs busy over `seconds`, from /proc/stat (0.0 where it is missing)."""
+    def sample() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # total, idle + iowait
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(seconds)
+        total1, idle1 = sample()
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return 1 - (idle1 - idle0) / max(1, total1 - total0)
+
+
 # --- reporting -----------------------------------------------------------------------
 
 

@@ -31,8 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import (BASE_SUFFIX, PROMPTS, REPO, Sample, cli, client_session, free_port,
-                     machine, running, serve_command, stream_chat, tail, tree_env, write_doc)
+from _common import (BASE_SUFFIX, PROMPTS, REPO, Sample, cli, client_session, cpu_busy,
+                     free_port, machine, running, serve_command, stream_chat, tail, tree_env,
+                     write_doc)
 from _swap_report import (BASELINES, BREAKDOWN_HEADER, CTX_PER_SLOT, END, LOAD_HEADER,
                           MEM_HEADER, MIXED_HEADER, SERVERS, SLOTS, START, STEP_TOKENS, ColdLoad,
                           MiB, Mixed, Model, breakdown_rows, load_row, mem_row, mib, mixed_ratios,
@@ -64,21 +65,6 @@ def models() -> list[Model]:
         chat_format = "gemma" if no_template and header.architecture.startswith("gemma") else None
         out.append(Model(ref or Path(path).stem, ref or path, path, est, chat_format))
     return out
-
-
-def cpu_busy(seconds: float = 1.0) -> float:
-    """The share of all CPUs busy over `seconds`, from /proc/stat (0.0 where it is missing)."""
-    def sample() -> tuple[int, int]:
-        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
-        return sum(fields), fields[3] + fields[4]  # total, idle + iowait
-
-    try:
-        total0, idle0 = sample()
-        time.sleep(seconds)
-        total1, idle1 = sample()
-    except (OSError, ValueError, IndexError):
-        return 0.0
-    return 1 - (idle1 - idle0) / max(1, total1 - total0)
 
 
 # --- servers -------------------------------------------------------------------------
