@@ -255,9 +255,9 @@ class Worker:
     def count_step(self) -> None:
         self._steps += 1
         if self._abort_at and self._steps >= self._abort_at:
-            os.abort()
+            _die(signal.SIGABRT)
         if self._die_with_extra_bufts and self._extra_bufts_models:
-            os.kill(os.getpid(), signal.SIGILL)
+            _die(signal.SIGILL)
 
     def _model(self, name: str) -> StepReporter:
         with self._lock:
@@ -280,6 +280,13 @@ class Worker:
         threading.Thread(target=self._answer, args=(ref, ask), daemon=True).start()
 
 
+def _die(sig: signal.Signals) -> None:
+    """The test switches' fault: the signal itself, with no traceback dump in the way (the
+    dump is best effort, and once turned a SIGILL into a SIGSEGV)."""
+    faulthandler.disable()  # puts back the default action, which Python leaves for these
+    os.kill(os.getpid(), sig)
+
+
 def failure(exc: BaseException) -> m.Failure:
     """An error as the daemon rebuilds it: its kind, its message, what the face needs of it."""
     extra = {k: v for k, v in vars(exc).items() if isinstance(v, (int, str)) and k != "param"}
@@ -295,8 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format=f"%(asctime)s %(levelname)s {args.device}-worker: %(message)s"
     )
-    # A native fault prints the Python stack of every thread into the log before we die.
-    faulthandler.enable(file=sys.stderr)
+    # A native fault prints the faulting thread's Python stack into the log before we die
+    # (only that thread's: walking the others while they run can itself crash).
+    faulthandler.enable(file=sys.stderr, all_threads=False)
     # Ctrl-C in the daemon's terminal reaches us too: the daemon decides when we stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     settings = msgspec.json.decode(args.settings.encode(), type=Settings)
