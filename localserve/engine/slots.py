@@ -54,6 +54,9 @@ class Slots:
         self.tokens: list[list[int]] = [[] for _ in range(n_slots)]
         self.used_at: list[int] = [0] * n_slots
         self.steps = 0
+        # Slots whose cells a copy reads at the next decode: llama.cpp moves a cross-stream
+        # copy's metadata at once but its data only then, so nothing may write them before.
+        self._copy_sources: set[int] = set()
 
     def take(self, prompt: list[int], running: list[Sequence], n_waiting: int) -> tuple[int, int]:
         """A free slot for `prompt`, its cells holding the longest prefix of it at hand.
@@ -96,8 +99,9 @@ class Slots:
         self.free.append(slot)
 
     def tick(self) -> None:
-        """A step ran on these slots."""
+        """A step ran on these slots (and with its decode, every copy put off until then)."""
         self.steps += 1
+        self._copy_sources.clear()
 
     def forget(self, slot: int) -> None:
         """Wipe a slot whose cells can no longer be trusted."""
@@ -151,7 +155,9 @@ class Slots:
             if n > copied and seq.slot is not None:
                 source, copied = seq.slot, n
         entry, saved = self.cache.longest_prefix(prompt) if self.cache else (None, 0)
-        if entry is not None and saved - max(own, copied) >= MIN_GAIN_TOKENS:
+        # A restore writes the slot's data at once: it would reach a pending copy's target.
+        restorable = slot not in self._copy_sources
+        if entry is not None and restorable and saved - max(own, copied) >= MIN_GAIN_TOKENS:
             self._save(slot, keep=0)
             if not self.states.seq_restore(slot, entry.state):
                 self.forget(slot)
@@ -162,6 +168,7 @@ class Slots:
         if source is not None and copied - own >= MIN_GAIN_TOKENS:
             self._save(slot, keep=0)
             self.states.seq_copy(source, slot)
+            self._copy_sources.add(source)
             return copied
         self._save(slot, keep=min(own, len(prompt) - 1))
         return own
