@@ -209,7 +209,11 @@ def load_counts(url: str) -> dict[str, int]:
 
 def reserved(url: str) -> dict[str, int]:
     """What the daemon's pools hold, by model: a model's memory stays here until it is freed."""
-    return {k: v for pool in stats(url)["pools"] for k, v in pool["reserved"].items()}
+    held: dict[str, int] = {}
+    for pool in stats(url)["pools"]:
+        for name, size in pool["reserved"].items():
+            held[name] = held.get(name, 0) + size
+    return held
 
 
 def poll(what: str, check: Callable[[], T], timeout_s: float, interval_s: float = 0.1) -> T:

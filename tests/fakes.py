@@ -16,7 +16,9 @@ import numpy as np
 
 from localserve.backends.base import TurnEnd, TurnEvent
 from localserve.formats import MemoryEstimate
+from localserve.engine.placement import Placement
 from localserve.engine.pools import MemoryPool
+from localserve.formats.offload import LayeredEstimate, unsplit
 from localserve.engine.resident import ResidentModel
 from localserve.engine.runner import LocalRunner
 from localserve.ground.errors import ModelNotFound
@@ -203,19 +205,24 @@ class FakeLoader:
         self.loads: list[str] = []
         self.unloads: list[str] = []
         self.closed = False
+        # Models that split by layer, by name; the rest weigh `sizes` and stay whole.
+        self.layered: dict[str, LayeredEstimate] = {}
+        self.placements: dict[str, Placement] = {}
 
-    def estimate(self, ref: ModelRef) -> MemoryEstimate:
-        return MemoryEstimate(self.sizes.get(ref.name, 100), 0, 0)
+    def estimate(self, ref: ModelRef) -> LayeredEstimate:
+        layered = self.layered.get(ref.name)
+        return layered or unsplit(MemoryEstimate(self.sizes.get(ref.name, 100), 0, 0))
 
-    def load(self, ref: ModelRef, need: MemoryEstimate) -> ResidentModel:
+    def load(self, ref: ModelRef, placement: Placement) -> ResidentModel:
         self.gate.wait(timeout=10)
         time.sleep(self.load_s)
         self.loads.append(ref.name)
         backend = FakeBackend()
         backend.info = model_info(ref.name)
         runner = LocalRunner(backend, FakeBatcher())  # type: ignore[arg-type]
-        model = ResidentModel(backend.info, runner, device=self.device)
-        model.estimate = need
+        model = ResidentModel(backend.info, runner, device=placement.device)
+        model.placement = placement
+        self.placements[ref.name] = placement
         return model
 
     def unload(self, model: ResidentModel) -> None:
@@ -240,3 +247,17 @@ def manager_settings(**overrides: Any) -> Settings:
 
 def fake_pool(budget: int) -> MemoryPool:
     return MemoryPool("cpu", budget)
+
+
+def fake_gpu(budget: int, name: str = "gpu0") -> MemoryPool:
+    return MemoryPool(name, budget, kind="gpu", backend_device=name.replace("gpu", "Fake"))
+
+
+def layers_model(layer: int, n_layers: int = 10, input_weights: int = 0) -> LayeredEstimate:
+    """A model of `n_layers` layers of `layer` bytes each (weights), its output one more layer
+    of that size, and nothing else: `k` offloaded layers need `k * layer` on the device."""
+    return LayeredEstimate(
+        input_weights=input_weights, output_weights=layer, layer_weights=(layer,) * n_layers,
+        layer_kv=(0,) * n_layers, compute_layer=0, compute_logits=0, compute_input=0,
+        output_buffer=0, prompt_cache=0,
+    )  # fmt: skip

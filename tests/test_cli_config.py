@@ -95,7 +95,7 @@ def test_every_setting_is_read_from_flags_environment_and_file_in_that_order(tmp
         from_file = getattr(load({}, env={}, path=path), name)
         from_env = getattr(load({}, env=env, path=path), name)
         from_flag = getattr(load({name: str(flag_value)}, env=env, path=path), name)
-        assert len({from_file, from_env, from_flag}) == 3, name
+        assert len({repr(v) for v in (from_file, from_env, from_flag)}) == 3, name
         assert from_flag == getattr(load({name: str(flag_value)}, env={}, path=NO_FILE), name)
 
 
@@ -107,12 +107,24 @@ def test_sizes_and_durations_are_read_as_a_user_types_them():
     )
     assert settings.prompt_cache == 0
     assert settings.keep_alive is None, "a negative keep-alive keeps models for ever"
-    assert settings.memory_budget == 4 << 30
+    assert settings.memory_budget == {"cpu": 4 << 30}, "a single size is the CPU's budget"
     assert settings.load_timeout == 2.5
 
 
+def test_a_memory_budget_may_name_each_device():
+    settings = load({"memory_budget": "cpu=12GiB, gpu0=512MiB"}, env={}, path=NO_FILE)
+    assert settings.memory_budget == {"cpu": 12 << 30, "gpu0": 512 << 20}
+
+
+def test_gpu_layers_is_auto_unless_a_count_is_given():
+    assert load({}, env={}, path=NO_FILE).gpu_layers is None
+    assert load({"gpu_layers": "auto"}, env={}, path=NO_FILE).gpu_layers is None
+    assert load({"gpu_layers": "12"}, env={}, path=NO_FILE).gpu_layers == 12
+
+
 @pytest.mark.parametrize("name,bad", [("parallel", "four"), ("prompt_cache", "lots"),
-                                      ("keep_alive", "soon"), ("port", "70000")])
+                                      ("keep_alive", "soon"), ("port", "70000"),
+                                      ("memory_budget", "gpu0="), ("gpu_layers", "many")])
 def test_a_value_of_the_wrong_kind_is_refused_naming_the_flag(name: str, bad: str):
     with pytest.raises(ConfigError, match=f"--{name.replace('_', '-')}"):
         load({name: bad}, env={}, path=NO_FILE)

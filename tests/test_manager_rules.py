@@ -19,7 +19,7 @@ from localserve.ground.errors import DoesNotFit, LoadFailed, ModelBusy
 
 def manager(budget: int = 1000, sizes: dict[str, int] | None = None, **settings: Any):
     loader = FakeLoader(sizes or {})
-    m = ModelManager(manager_settings(**settings), loader, FakeLibrary(), fake_pool(budget))
+    m = ModelManager(manager_settings(**settings), loader, FakeLibrary(), [fake_pool(budget)])
     return m, loader
 
 
@@ -135,7 +135,7 @@ def test_keep_alive_zero_unloads_the_model_when_its_request_ends() -> None:
         m, loader = manager()
         await use(m, "a", 0)
         await settled(lambda: loader.unloads == ["a"])
-        await settled(lambda: m.pool.used == 0)
+        await settled(lambda: m.pools["cpu"].used == 0)
 
     run(scenario)
 
@@ -193,7 +193,7 @@ def test_a_model_larger_than_the_whole_budget_does_not_fit_and_is_never_loaded()
         m, loader = manager(budget=150, sizes={"big": 200})
         with pytest.raises(DoesNotFit, match="needs 200 B but the cpu memory budget is 150 B"):
             await use(m, "big")
-        assert loader.loads == [] and m.pool.used == 0
+        assert loader.loads == [] and m.pools["cpu"].used == 0
 
     run(scenario)
 
@@ -212,7 +212,7 @@ def test_an_evicted_models_memory_returns_to_the_pool_only_once_it_is_freed() ->
     async def scenario() -> None:
         m, loader = manager()
         await use(m, "a")
-        assert m.pool.reserved == {"a": 100}
+        assert m.pools["cpu"].reserved == {"a": 100}
         unloaded = asyncio.Event()
         loop = asyncio.get_running_loop()
         real_unload = loader.unload
@@ -224,9 +224,9 @@ def test_an_evicted_models_memory_returns_to_the_pool_only_once_it_is_freed() ->
         loader.unload = slow_unload  # type: ignore[method-assign]
         await m.unload("a")
         await asyncio.sleep(0.05)
-        assert m.get("a") is None and m.pool.reserved == {"a": 100}
+        assert m.get("a") is None and m.pools["cpu"].reserved == {"a": 100}
         unloaded.set()
-        await settled(lambda: m.pool.reserved == {})
+        await settled(lambda: m.pools["cpu"].reserved == {})
 
     run(scenario)
 
@@ -241,6 +241,6 @@ def test_a_failed_load_gives_its_reservation_back() -> None:
         loader.load = broken  # type: ignore[method-assign]
         with pytest.raises(LoadFailed):
             await use(m, "a")
-        assert m.pool.used == 0 and resident(m) == set()
+        assert m.pools["cpu"].used == 0 and resident(m) == set()
 
     run(scenario)

@@ -13,7 +13,7 @@ import pytest
 
 from localserve.cli import main
 from localserve.cli import native as native_cli
-from localserve.native import recipes
+from localserve.native import cuda_toolkit, recipes, wheels
 
 ROOT = Path(__file__).resolve().parent.parent
 XEON_AMX = frozenset(
@@ -41,13 +41,50 @@ def test_the_cpu_noamx_recipe_adds_avx512_only_where_the_cpu_has_avx512f() -> No
     assert not [a for a in recipes.cmake_args(recipe, AVX2_ONLY) if "AVX512" in a]
 
 
-def test_the_build_command_bypasses_pips_wheel_cache_and_reinstalls() -> None:
+def test_the_build_bypasses_pips_wheel_cache_and_the_install_reinstalls() -> None:
     plan = recipes.plan(recipes.recipes()["cuda"], AVX2_ONLY)
-    assert list(plan.command) == [
-        sys.executable, "-m", "pip", "install", "--no-cache-dir", "--force-reinstall", "--no-deps",
-        "llama-cpp-python==0.3.36",
+    assert list(plan.wheel_command()) == [
+        sys.executable, "-m", "pip", "wheel", "--no-cache-dir", "--no-deps",
+        "-w", str(plan.wheel_dir), "llama-cpp-python==0.3.36",
     ]  # fmt: skip
-    assert plan.env["CMAKE_ARGS"] == "-DGGML_CUDA=ON" and plan.env["FORCE_CMAKE"] == "1"
+    assert list(plan.install_command("x.whl")) == [
+        sys.executable, "-m", "pip", "install", "--force-reinstall", "--no-deps", "x.whl"
+    ]
+    assert plan.env["CMAKE_ARGS"].startswith("-DGGML_CUDA=ON") and plan.env["FORCE_CMAKE"] == "1"
+
+
+def test_a_wheel_is_kept_under_a_key_of_every_input_of_its_build() -> None:
+    recipe = recipes.recipes()["cpu-noamx"]
+    with_avx512, without = recipes.plan(recipe, XEON_AMX), recipes.plan(recipe, AVX2_ONLY)
+    assert with_avx512.key != without.key, "other flags, another wheel"
+    assert with_avx512.key == recipes.plan(recipe, XEON_AMX).key
+    assert with_avx512.wheel_dir.name == f"cpu-noamx-{with_avx512.key}"
+
+
+def test_the_vulkan_guard_wraps_its_lines_and_builds_the_instance_without_layer_settings() -> None:
+    (guard,) = recipes.recipes()["vulkan"].guards
+    source = "\n".join(["a", guard.first, "b", guard.last, "c"])
+    assert wheels.guarded(source, guard).split("\n") == [
+        "a", f"#if {guard.condition}", guard.first, "b", guard.last, "#else", guard.otherwise,
+        "#endif", "c",
+    ]  # fmt: skip
+
+
+def test_a_guard_whose_lines_are_gone_refuses_the_build() -> None:
+    (guard,) = recipes.recipes()["vulkan"].guards
+    with pytest.raises(wheels.BuildFailed, match="out of date"):
+        wheels.guarded("int main() {}\n", guard)
+
+
+def test_a_kept_wheel_is_installed_without_building_again(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("LOCALSERVE_WHEELS", str(tmp_path))
+    plan = recipes.plan(recipes.recipes()["vulkan"], AVX2_ONLY)
+    plan.wheel_dir.mkdir(parents=True)
+    kept = plan.wheel_dir / "llama_cpp_python-0.3.36-cp311-cp311-linux_x86_64.whl"
+    kept.write_bytes(b"")
+    ran: list[tuple[str, ...]] = []
+    wheel, built = wheels.build(plan, run=lambda command, env: ran.append(command) or 0)
+    assert (wheel, built, ran) == (kept, False, [])
 
 
 def test_the_printed_shell_line_is_the_command_and_its_environment() -> None:
@@ -56,7 +93,7 @@ def test_the_printed_shell_line_is_the_command_and_its_environment() -> None:
     assert line.startswith("CMAKE_ARGS='-DGGML_NATIVE=OFF ")
     words = shlex.split(line)
     assigns = [f"{name}={value}" for name, value in plan.env.items()]
-    assert words == [*assigns, *plan.command]
+    assert words == [*assigns, *plan.wheel_command()]
 
 
 def test_the_rebuilt_package_is_the_version_pyproject_pins() -> None:
@@ -79,7 +116,7 @@ def no_nvcc(monkeypatch: pytest.MonkeyPatch) -> None:
         recipes.shutil, "which", lambda name: None if name == "nvcc" else f"/usr/bin/{name}"
     )
 
-    def no_build(plan: recipes.Plan) -> int:
+    def no_build(plan: recipes.Plan) -> Path:
         raise AssertionError(f"a build ran: {plan.shell_line()}")
 
     monkeypatch.setattr(native_cli, "run_build", no_build)
@@ -92,11 +129,36 @@ def test_a_dry_run_of_the_cuda_build_prints_the_command_even_without_nvcc(
     assert main(["native", "build", "cuda", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "CMAKE_ARGS='-DGGML_CUDA=ON'" in out
-    pip = "-m pip install --no-cache-dir --force-reinstall --no-deps llama-cpp-python==0.3.36"
-    assert pip in out
+    assert "-m pip wheel --no-cache-dir --no-deps -w " in out
+    assert "llama-cpp-python==0.3.36" in out and "-m pip install --force-reinstall" in out
 
 
 @pytest.mark.usefixtures("no_nvcc")
 def test_a_cuda_build_without_nvcc_refuses_naming_nvcc(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["native", "build", "cuda"]) == 1
     assert "nvcc is not on PATH" in capsys.readouterr().err
+
+
+def test_a_cuda_toolkit_without_a_driver_builds_without_the_vmm_pool_that_links_libcuda(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "lib64").mkdir()
+    (tmp_path / "lib64" / "libcublas.so.13").write_bytes(b"")
+    monkeypatch.setattr(cuda_toolkit.ctypes.util, "find_library", lambda name: None)
+    assert cuda_toolkit.cmake_flags(tmp_path) == ["-DGGML_CUDA_NO_VMM=ON"]
+
+
+def test_a_cuda_toolkit_without_cublas_takes_pypis(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "lib64").mkdir()
+    wheel = tmp_path / "site" / "cu13"
+    (wheel / "lib").mkdir(parents=True)
+    (wheel / "include").mkdir()
+    for name in ("lib/libcublas.so.13", "lib/libcublasLt.so.13", "include/cublas_v2.h"):
+        (wheel / name).write_bytes(b"")
+    monkeypatch.setattr(cuda_toolkit, "pip_cublas", lambda: wheel)
+    monkeypatch.setattr(cuda_toolkit.ctypes.util, "find_library", lambda name: "libcuda.so.1")
+    assert cuda_toolkit.cmake_flags(tmp_path) == [
+        f"-DCUDA_cublas_LIBRARY={wheel}/lib/libcublas.so.13",
+        f"-DCUDA_cublasLt_LIBRARY={wheel}/lib/libcublasLt.so.13",
+        f"-DCMAKE_CUDA_FLAGS=-I{wheel}/include", f"-DCMAKE_CXX_FLAGS=-I{wheel}/include",
+    ]

@@ -105,7 +105,7 @@ def test_a_worker_that_aborts_inside_a_step_fails_its_requests_and_restarts(daem
 def test_models_on_another_device_keep_serving_while_the_first_restarts(
     daemon_factory, gemma_path: str
 ) -> None:
-    two_devices = {"LOCALSERVE_TEST_DEVICES": "cpu,cpu1",
+    two_devices = {"LOCALSERVE_TEST_DEVICES": "cpu1",
                    "LOCALSERVE_TEST_PLACE": f"{GEMMA}=cpu1"}
     _, url = daemon_factory(serve_both(gemma_path), env=two_devices)
     assert resident(url)[GEMMA]["localserve"]["device"] == "cpu1"

@@ -17,6 +17,7 @@ import ctypes
 import logging
 import os
 import re
+import sys
 import threading
 from dataclasses import dataclass
 
@@ -35,7 +36,7 @@ _backend_ready = False
 _backend_lock = threading.Lock()
 # llama.cpp logs from the thread that called it, so a load can collect its own lines.
 _capture = threading.local()
-_BUFFER_LINE = re.compile(r"(\S+) buffer size =\s+([\d.]+) MiB")
+_BUFFER_LINE = re.compile(r"(\S+)\s+(\S+) buffer size =\s+([\d.]+) MiB")
 _GGML_WARN, _GGML_ERROR = 3, 4  # ggml_log_level: NONE, DEBUG, INFO, WARN, ERROR, CONT
 # The GGUF key `{arch}.pooling_type` holds llama_pooling_type; a generative model has none, and
 # then its hidden states are averaged, as Ollama does. RANK (rerankers) cannot embed.
@@ -64,14 +65,16 @@ def _ensure_backend() -> None:
 
 
 def reported_buffers(lines: list[str]) -> dict[str, int]:
-    """The buffers llama.cpp says it allocated, in bytes, by kind (model, KV, output, compute)."""
+    """The buffers llama.cpp says it allocated, in bytes, by buffer type and kind:
+    "cpu_mapped model", "vulkan0 kv", "vulkan_host compute", ..."""
     sizes: dict[str, int] = {}
     for line in lines:
         m = _BUFFER_LINE.search(line)
         if m:
-            kind = m.group(1).lower()
-            sizes[kind] = sizes.get(kind, 0) + int(float(m.group(2)) * (1 << 20))
+            name = f"{m.group(1).lower()} {m.group(2).lower()}"
+            sizes[name] = sizes.get(name, 0) + int(float(m.group(3)) * (1 << 20))
     return sizes
+
 
 
 def usable_cores() -> int:
@@ -80,6 +83,25 @@ def usable_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # macOS and Windows have no affinity call
         return max(1, os.cpu_count() or 1)
+
+
+def _device_list(device: str | None) -> ctypes.Array[ctypes.c_void_p]:
+    """The NULL-terminated device list for llama_model_params.devices: the one named, or none
+    (a CPU-only model), never ggml's default of every GPU."""
+    if device is None:
+        return (ctypes.c_void_p * 1)(None)
+    # The libggml libllama loaded (by soname; native/build_info.py says why), not
+    # llama_cpp._ggml's, which is another copy when LLAMA_CPP_LIB_PATH is set.
+    from llama_cpp import _ggml
+
+    lib = ctypes.CDLL("libggml.so.0") if sys.platform.startswith("linux") else _ggml.libggml
+    by_name = lib["ggml_backend_dev_by_name"]
+    by_name.argtypes, by_name.restype = [ctypes.c_char_p], ctypes.c_void_p
+    found = by_name(device.encode())
+    if not found:
+        raise LoadFailed(f"llama.cpp has no device '{device}' (is GGML_VK_VISIBLE_DEVICES or "
+                         "CUDA_VISIBLE_DEVICES hiding it?)")
+    return (ctypes.c_void_p * 2)(found, None)
 
 
 @dataclass(frozen=True)
@@ -93,6 +115,10 @@ class LlamaCppOptions:
     # llama.cpp's extra buffer types (AMX kernels, repacked weights). Off where the probe saw
     # them die: llama.cpp 0.3.36 built with GGML_NATIVE faults in its AMX kernels on some Xeons.
     use_extra_bufts: bool
+    # The last `gpu_layers` layers go to `device`, ggml's name for a GPU ("Vulkan0"); with no
+    # device the model sees no GPU at all, so that none of its work lands on one.
+    gpu_layers: int = 0
+    device: str | None = None
     # Per-slot KV streams keep each sequence's attention to its own cells; a unified cache
     # makes every decode token attend across all slots' cells.
     kv_unified: bool = False
@@ -117,7 +143,12 @@ class LlamaCppBackend:
 
     def _load(self, name: str, path: str, options: LlamaCppOptions) -> None:
         mparams = ll.llama_model_default_params()
-        mparams.n_gpu_layers = 0
+        devices = _device_list(options.device)
+        # The struct field is a plain pointer: `devices` stays referenced until the load ends.
+        mparams.devices = ctypes.cast(devices, ctypes.c_void_p)
+        mparams.n_gpu_layers = options.gpu_layers if options.device else 0
+        mparams.split_mode = ll.LLAMA_SPLIT_MODE_NONE
+        mparams.main_gpu = 0
         mparams.use_extra_bufts = options.use_extra_bufts
         model = ll.llama_model_load_from_file(path.encode(), mparams)
         if not model:

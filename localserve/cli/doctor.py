@@ -96,11 +96,14 @@ def _llama(llama: Mapping[str, Any]) -> str:
     text = "llama.cpp\n"
     text += _line("llama-cpp-python", llama.get("version"))
     text += _line("gpu offload", _yes(llama.get("gpu_offload")))
+    backends = llama.get("backends")
+    text += _line("backends", ", ".join(backends) if isinstance(backends, list) else backends)
     devices = llama.get("devices")
     if isinstance(devices, list):
         for device in devices or [{"name": "none"}]:
-            memory = device.get("memory_total")
-            details = ", ".join(filter(None, (device.get("kind"), memory and output.size(memory))))
+            total, free = device.get("memory_total"), device.get("memory_free")
+            memory = total and f"{output.size(free or 0)} free of {output.size(total)}"
+            details = ", ".join(filter(None, (device.get("kind"), memory)))
             name = str(device.get("name"))
             if device.get("description"):
                 name += f": {device['description']}"

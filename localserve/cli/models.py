@@ -91,6 +91,11 @@ def show_command(args: argparse.Namespace) -> int:
         ("chat template", _yes_no((info.get("localserve") or {}).get("has_chat_template"))),
     ]
     _section("Model", [(k, str(v)) for k, v in rows if v not in (None, "")])
+    loaded = (info.get("localserve") or {}).get("loaded")
+    if loaded:
+        split = ", ".join(f"{pool} {output.size(n)}" for pool, n in loaded["split"].items() if n)
+        layers = f"{loaded['gpu_layers']}/{loaded['layers']} layers on a GPU"
+        _section("Loaded", [("device", str(loaded["device"])), ("layers", layers), ("memory", split)])
     capabilities = info.get("capabilities") or []
     if capabilities:
         _section("Capabilities", [(str(c), "") for c in capabilities])

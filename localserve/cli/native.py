@@ -8,8 +8,8 @@ one a daemon started from this environment loads, and no daemon need be running 
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
+import shlex
+from pathlib import Path
 
 from localserve.cli import output
 from localserve.cli.common import Failure
@@ -28,25 +28,47 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     build = commands.add_parser(
         "build", help="reinstall llama-cpp-python built for BACKEND",
         description="Reinstall llama-cpp-python from source with the CMake flags of BACKEND, "
-        "bypassing pip's wheel cache, in this Python environment. It takes several minutes. "
+        "bypassing pip's wheel cache, in this Python environment. It takes several minutes "
+        "once; the wheel is kept in the user cache folder under a key of its inputs. "
         f"`localserve doctor` says which backend this machine wants.\n\nbackends:\n{lines}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     build.add_argument("backend", metavar="BACKEND", choices=list(known))
-    build.add_argument("--dry-run", action="store_true", help="print the command; run nothing")
+    build.add_argument("--dry-run", action="store_true", help="print the commands; run nothing")
+    build.add_argument(
+        "--wheel-only", action="store_true",
+        help="build the wheel (or find it built) and print its path; install nothing",
+    )  # fmt: skip
     build.set_defaults(handler=build_command)
 
 
-def run_build(plan: recipes.Plan) -> int:
-    """pip's exit code. Its output streams straight to the terminal: a build of several minutes
-    shows that it is alive, and a failure shows the compiler's own words."""
-    return subprocess.run(list(plan.command), env={**os.environ, **plan.env}).returncode
+def run_build(plan: recipes.Plan) -> Path:
+    """The plan's wheel: built now, or kept from an earlier build of the same inputs."""
+    from localserve.native import wheels
+
+    try:
+        wheel, built = wheels.build(plan)
+    except wheels.BuildFailed as exc:
+        raise Failure(str(exc), FAILED) from None
+    if not built:
+        output.note(f"using the wheel built before for these flags: {wheel}")
+    return wheel
+
+
+def run_install(plan: recipes.Plan, wheel: Path) -> None:
+    from localserve.native import wheels
+
+    try:
+        wheels.install(plan, wheel)
+    except wheels.BuildFailed as exc:
+        raise Failure(str(exc), FAILED) from None
 
 
 def build_command(args: argparse.Namespace) -> int:
     recipe = recipes.recipes()[args.backend]
     plan = recipes.plan(recipe)
-    print(plan.shell_line(), flush=True)
+    for step in _steps(plan):
+        print(step, flush=True)
     lacks = recipes.missing(recipe)
     refusal = f"cannot build {recipe.name}: {'; '.join(lacks)} (it needs {recipe.needs})"
     if args.dry_run:
@@ -55,13 +77,30 @@ def build_command(args: argparse.Namespace) -> int:
         return OK
     if lacks:
         raise Failure(refusal, FAILED)
-    output.note("building llama-cpp-python from source; this takes several minutes")
-    code = run_build(plan)
-    if code != 0:
-        raise Failure(f"the build failed: pip exited with {code} (its output is above)", FAILED)
+    if recipes.cached_wheel(plan) is None:
+        output.note("building llama-cpp-python from source; this takes several minutes")
+    wheel = run_build(plan)
+    if args.wheel_only:
+        print(wheel)
+        return OK
+    run_install(plan, wheel)
     print(
         f"llama-cpp-python rebuilt for {recipe.name}. A running daemon keeps the old library "
         "until it restarts (`localserve shutdown`, then `localserve serve`); `localserve doctor` "
         "shows the new build."
     )
     return OK
+
+
+def _steps(plan: recipes.Plan) -> list[str]:
+    """The build as a person would run it, one line a step."""
+    wheel = f"{plan.wheel_dir}/llama_cpp_python-*.whl"
+    if not plan.recipe.guards:
+        return [plan.shell_line(), shlex.join(plan.install_command(wheel))]
+    edits = "; ".join(f"guard lines of {g.file} with #if {g.condition}" for g in plan.recipe.guards)
+    return [
+        shlex.join(plan.download_command("SRC")),
+        f"# unpack SRC/llama_cpp_python-*.tar.gz; {edits}",
+        plan.shell_line(plan.wheel_command("SRC/llama_cpp_python-VERSION")),
+        shlex.join(plan.install_command(wheel)),
+    ]

@@ -51,13 +51,14 @@ def status_command(args: argparse.Namespace) -> int:
     for pool in stats.get("pools", []):
         budget, used = int(pool.get("budget") or 0), int(pool.get("used") or 0)
         holders = pool.get("reserved") or {}
-        models = ", ".join(f"{name} {output.size(n)}" for name, n in holders.items()) or "-"
+        models = ", ".join(f"{name} {output.size(n)}" for name, n in holders.items() if n)
+        device = ": ".join(filter(None, (pool.get("backend_device"), pool.get("description"))))
         rows.append(
-            (str(pool.get("device")), output.size(budget), output.size(used),
-             output.size(budget - used), models)
+            (str(pool.get("device")), device or "-", output.size(budget), output.size(used),
+             output.size(budget - used), models or "-")
         )  # fmt: skip
     print()
-    output.table(("POOL", "BUDGET", "RESERVED", "FREE", "HELD BY"), rows)
+    output.table(("POOL", "DEVICE", "BUDGET", "RESERVED", "FREE", "HELD BY"), rows)
     return OK
 
 

@@ -21,9 +21,11 @@ from localserve.backends.base import Backend
 from localserve.engine.batcher import Batcher
 from localserve.engine.resident import ResidentModel
 from localserve.formats import BadModelFile, MemoryEstimate
-from localserve.formats.gguf import check_gguf
-from localserve.formats.gguf import estimate as estimate_gguf
+from localserve.engine.placement import Placement
+from localserve.formats.gguf import check_gguf, layered
+from localserve.formats.offload import LayeredEstimate, unsplit
 from localserve.formats.onnx import estimate_onnx, read_folder
+from localserve.ground import messages as m
 from localserve.ground.errors import LoadFailed
 from localserve.ground.model import ModelRef
 from localserve.ground.settings import Settings
@@ -39,13 +41,14 @@ class Loader(Protocol):
     """Where models run. Every call but `on_lost` blocks: the manager makes them on a worker
     thread."""
 
-    def estimate(self, ref: ModelRef) -> MemoryEstimate:
-        """What the model will take once loaded; raises LoadFailed for a file the runtime must
-        never see."""
+    def estimate(self, ref: ModelRef) -> LayeredEstimate:
+        """What the model will take once loaded, by layer; raises LoadFailed for a file the
+        runtime must never see."""
         ...
 
-    def load(self, ref: ModelRef, need: MemoryEstimate) -> ResidentModel:
-        """Build the model and start stepping it on its device; `need` is what was reserved."""
+    def load(self, ref: ModelRef, placement: Placement) -> ResidentModel:
+        """Build the model and start stepping it on the placement's device, with its layers
+        there; `placement.need` is what was reserved in each pool."""
         ...
 
     def unload(self, model: ResidentModel) -> None:
@@ -72,24 +75,30 @@ class Built:
 
     backend: Backend
     batcher: Batcher
-    reported_bytes: int
+    buffers: dict[str, int]  # by name, in bytes
+
+    @property
+    def reported_bytes(self) -> int:
+        return sum(self.buffers.values())
 
 
-def build_model(
-    ref: ModelRef, s: Settings, prompt_cache_bytes: int, use_extra_bufts: bool
-) -> Built:
+def build_model(s: Settings, load: m.Load) -> Built:
     """Make the model (blocking: seconds). Runs where the kernels run: in the engine worker."""
-    with _refused_as_load_failure(ref):  # a file changed since its estimate read it
-        return _runtime(ref).build(ref, s, prompt_cache_bytes, use_extra_bufts)
+    with _refused_as_load_failure(load.model):  # a file changed since its estimate read it
+        return _runtime(load.model).build(s, load)
+
+
+def layered_estimate(ref: ModelRef, s: Settings) -> LayeredEstimate:
+    """What the model will take once loaded with these settings, by layer; refuses a broken
+    file. Placement splits it between the CPU and a device."""
+    with _refused_as_load_failure(ref):
+        return _runtime(ref).estimate(ref, s)
 
 
 def estimate_load(ref: ModelRef, s: Settings) -> MemoryEstimate:
-    """What the model will take once loaded with these settings; refuses a broken file.
-
-    The figure the manager reserves: a test or benchmark that sizes a budget calls this too.
-    """
-    with _refused_as_load_failure(ref):
-        return _runtime(ref).estimate(ref, s)
+    """What the model takes loaded all on the CPU: the figure a CPU-only daemon reserves, which
+    a test or benchmark that sizes a budget uses too."""
+    return layered_estimate(ref, s).whole
 
 
 @contextmanager
@@ -101,8 +110,8 @@ def _refused_as_load_failure(ref: ModelRef) -> Iterator[None]:
         raise LoadFailed(f"cannot load '{ref.name}': {exc}") from None
 
 
-def _estimate_gguf(ref: ModelRef, s: Settings) -> MemoryEstimate:
-    return estimate_gguf(
+def _estimate_gguf(ref: ModelRef, s: Settings) -> LayeredEstimate:
+    return layered(
         check_gguf(ref.path),
         n_slots=s.parallel,
         n_ctx_slot=s.ctx,
@@ -113,7 +122,7 @@ def _estimate_gguf(ref: ModelRef, s: Settings) -> MemoryEstimate:
     )
 
 
-def _load_gguf(ref: ModelRef, s: Settings, prompt_cache_bytes: int, extra_bufts: bool) -> Built:
+def _load_gguf(s: Settings, load: m.Load) -> Built:
     # Imported here so that a format's runtime is only imported when such a model loads.
     from localserve.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions, usable_cores
     from localserve.engine.prompt_cache import PromptCache
@@ -124,26 +133,30 @@ def _load_gguf(ref: ModelRef, s: Settings, prompt_cache_bytes: int, extra_bufts:
         n_ctx_slot=s.ctx,
         n_batch=s.step_tokens,
         n_threads=s.threads or usable_cores(),
-        use_extra_bufts=extra_bufts,
+        use_extra_bufts=load.use_extra_bufts,
+        gpu_layers=load.gpu_layers,
+        device=load.device,
     )
-    backend = LlamaCppBackend(ref.name, ref.path, backend_opts)
-    cache = PromptCache(prompt_cache_bytes) if prompt_cache_bytes > 0 else None
+    backend = LlamaCppBackend(load.model.name, load.model.path, backend_opts)
+    cache = PromptCache(load.prompt_cache_bytes) if load.prompt_cache_bytes > 0 else None
     scheduler = Scheduler(
         backend, max_waiting=s.max_queue, step_tokens=s.step_tokens, prompt_cache=cache
     )
     # What llama.cpp says it allocated, from its own "buffer size" log lines.
-    return Built(backend, scheduler, sum(backend.buffers.values()))
+    return Built(backend, scheduler, backend.buffers)
 
 
-def _estimate_onnx(ref: ModelRef, s: Settings) -> MemoryEstimate:
+def _estimate_onnx(ref: ModelRef, s: Settings) -> LayeredEstimate:
     from localserve.backends.onnx_genai import provider_for_estimate
 
     folder = read_folder(ref.path)
     max_length = min(s.ctx, folder.context_length)
-    return estimate_onnx(folder, provider_for_estimate(folder), s.parallel, max_length, s.step_tokens)
+    provider = provider_for_estimate(folder)
+    return unsplit(estimate_onnx(folder, provider, s.parallel, max_length, s.step_tokens))
 
 
-def _load_onnx(ref: ModelRef, s: Settings, prompt_cache_bytes: int, extra_bufts: bool) -> Built:
+def _load_onnx(s: Settings, load: m.Load) -> Built:
+    ref = load.model
     from localserve.backends.onnx_genai import OnnxGenaiBackend, OnnxOptions
     from localserve.engine.onnx_batcher import BatchPolicy, OnnxBatcher
 
@@ -158,16 +171,15 @@ def _load_onnx(ref: ModelRef, s: Settings, prompt_cache_bytes: int, extra_bufts:
         max_waiting=s.max_queue,
     )
     # onnxruntime-genai reports no allocation sizes: the RSS delta is the cross-check.
-    return Built(backend, OnnxBatcher(backend, policy), 0)
+    return Built(backend, OnnxBatcher(backend, policy), {})
 
 
 @dataclass(frozen=True)
 class _Runtime:
     """What the loader does for one model format: size a model, then build it."""
 
-    estimate: Callable[[ModelRef, Settings], MemoryEstimate]
-    # (ref, settings, prompt cache bytes, llama.cpp's extra buffer types) -> the model.
-    build: Callable[[ModelRef, Settings, int, bool], Built]
+    estimate: Callable[[ModelRef, Settings], LayeredEstimate]
+    build: Callable[[Settings, m.Load], Built]
 
 
 # One entry per format of localserve.formats.FORMATS that this loader can run.

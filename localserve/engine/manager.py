@@ -16,12 +16,14 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from collections.abc import Sequence
 from typing import Protocol
 
-from localserve.ground.errors import BadRequest, DoesNotFit, ModelBusy
-from localserve.formats import MemoryEstimate
+from localserve.engine.devices import find_devices
 from localserve.engine.loader import Loader
-from localserve.engine.pools import MemoryPool, system_ram_pool
+from localserve.engine.placement import AUTO, Pin, Placement, place
+from localserve.engine.pools import MemoryPool, device_pools, summary
+from localserve.ground.errors import BadRequest, DoesNotFit, ModelBusy
 from localserve.ground.units import UNSET, KeepAlive, format_size
 from localserve.engine.resident import ResidentModel
 from localserve.ground.model import ModelRef
@@ -42,12 +44,17 @@ class ModelManager:
     """Loads, hands out, keeps alive and evicts models, through its loader, within its pool."""
 
     def __init__(
-        self, settings: Settings, loader: Loader, library: ModelLibrary, pool: MemoryPool
+        self,
+        settings: Settings,
+        loader: Loader,
+        library: ModelLibrary,
+        pools: Sequence[MemoryPool],
     ) -> None:
         self.settings = settings
         self.loader = loader
         self.library = library
-        self.pool = pool
+        # In preference order: the CPU's first, then the GPUs, fastest first.
+        self.pools = {pool.device: pool for pool in pools}
         self.load_counts: dict[str, int] = {}
         # Models first named by a file path keep answering to their name after an eviction.
         self._known: dict[str, ModelRef] = {}
@@ -66,8 +73,10 @@ class ModelManager:
         in one engine worker process per device."""
         from localserve.engine.worker_loader import WorkerLoader
 
-        pool = system_ram_pool(settings.memory_budget)
-        return cls(settings, WorkerLoader(settings), Library(settings.models_dir), pool)
+        pools = device_pools(find_devices(), settings.memory_budget)
+        log.info("memory pools: %s", summary(pools))
+        loader = WorkerLoader(settings, tuple(p.device for p in pools))
+        return cls(settings, loader, Library(settings.models_dir), pools)
 
     @property
     def models(self) -> list[ResidentModel]:
@@ -80,11 +89,12 @@ class ModelManager:
 
     @asynccontextmanager
     async def acquire(
-        self, name: str, keep_alive_s: KeepAlive = UNSET
+        self, name: str, keep_alive_s: KeepAlive = UNSET, pin: Pin = AUTO
     ) -> AsyncIterator[ResidentModel]:
         """Hold a resident model for one request. `keep_alive_s` (unless UNSET) overrides how
-        long the model stays after this request: seconds, None for ever, 0 to unload at once."""
-        model = await self.ensure(name)
+        long the model stays after this request: seconds, None for ever, 0 to unload at once.
+        `pin` (Ollama's num_gpu) reloads a model placed otherwise, once its requests end."""
+        model = await self.ensure(name, pin=pin)
         model.in_flight += 1
         self._cancel_timer(model.name)
         try:
@@ -96,23 +106,36 @@ class ModelManager:
                 model.keep_alive_s = keep_alive_s
             self._after_use(model)
 
-    async def ensure(self, name: str, allow_path: bool = False) -> ResidentModel:
+    async def ensure(
+        self, name: str, allow_path: bool = False, pin: Pin = AUTO
+    ) -> ResidentModel:
         """The model, resident: loaded now if it must be, by one load however many ask.
 
         Only the operator (`serve --model`, the admin load) may name a file path; a client of
-        the OpenAI or Ollama face names a model, and a name never holds a separator.
+        the OpenAI or Ollama face names a model, and a name never holds a separator. A model
+        resident with another placement than `pin` asks for is reloaded, as Ollama reloads a
+        model for a request with another num_gpu: it stops taking requests, drains, and goes.
         """
         ref = self._known.get(canonical_name(name)) or await self._resolve(name, allow_path)
         self._known[ref.name] = ref
         started = time.monotonic()
         while True:
             model = self._resident.get(ref.name)
+            if model is not None and not model.placement.answers(pin):
+                model.draining = True
+                if model.idle and not model.in_flight:
+                    self._start_unload(model)
+                await self._wait_for_change(started, ref.name, 0.05)
+                continue
             if model is not None and not model.draining:
                 return model
             if model is not None:  # draining for another model's swap: wait our turn
                 await self._wait_for_change(started, ref.name)
                 continue
-            task = self._loading.get(ref.name) or self._start_load(ref, started)
+            if ref.name in self._unloading:  # a reload waits for the old copy's memory
+                await self._wait_for_change(started, ref.name, 0.05)
+                continue
+            task = self._loading.get(ref.name) or self._start_load(ref, started, pin)
             self._waiters[ref.name] = self._waiters.get(ref.name, 0) + 1
             try:
                 # Shielded: a client that leaves must not cancel the load others wait on.
@@ -129,15 +152,15 @@ class ModelManager:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, self.library.resolve, name, allow_path)
 
-    def _start_load(self, ref: ModelRef, started: float) -> asyncio.Task[ResidentModel]:
-        task = asyncio.get_running_loop().create_task(self._load_task(ref, started))
+    def _start_load(self, ref: ModelRef, started: float, pin: Pin) -> asyncio.Task[ResidentModel]:
+        task = asyncio.get_running_loop().create_task(self._load_task(ref, started, pin))
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
         self._loading[ref.name] = task
         return task
 
-    async def _load_task(self, ref: ModelRef, started: float) -> ResidentModel:
+    async def _load_task(self, ref: ModelRef, started: float, pin: Pin) -> ResidentModel:
         try:
-            model = await self._load(ref, started)
+            model = await self._load(ref, started, pin)
         finally:
             del self._loading[ref.name]
             self._notify()
@@ -145,44 +168,65 @@ class ModelManager:
             self._after_use(model)  # every requester left: its keep-alive starts now
         return model
 
-    async def _load(self, ref: ModelRef, started: float) -> ResidentModel:
+    async def _load(self, ref: ModelRef, started: float, pin: Pin) -> ResidentModel:
         loop = asyncio.get_running_loop()
-        need = await loop.run_in_executor(None, self.loader.estimate, ref)
-        if need.total > self.pool.budget:
-            raise DoesNotFit(
-                f"model '{ref.name}' needs {format_size(need.total)} but the {self.pool.device} "
-                f"memory budget is {format_size(self.pool.budget)}"
-            )
-        await self._make_room(ref.name, need.total, started)
-        self.pool.reserve(ref.name, need.total)
+        estimate = await loop.run_in_executor(None, self.loader.estimate, ref)
+        if pin.free and self.settings.gpu_layers is not None:
+            pin = Pin(gpu_layers=self.settings.gpu_layers)
+        placement = place(estimate, list(self.pools.values()), self._room, pin)
+        for device, need in placement.need.items():
+            budget = self.pools[device].budget
+            if need.total > budget:
+                raise DoesNotFit(
+                    f"model '{ref.name}' needs {format_size(need.total)} but the {device} "
+                    f"memory budget is {format_size(budget)}"
+                )
+        await self._make_room(ref.name, placement, started)
+        for device, need in placement.need.items():
+            self.pools[device].reserve(ref.name, need.total)
         try:
-            model = await loop.run_in_executor(None, self.loader.load, ref, need)
+            model = await loop.run_in_executor(None, self.loader.load, ref, placement)
         except BaseException:
-            self.pool.release(ref.name)
+            self._release(ref.name)
             raise
+        model.placement = placement
         self._resident[ref.name] = model
         self.load_counts[ref.name] = self.load_counts.get(ref.name, 0) + 1
         model.keep_alive_s = self.settings.keep_alive
         self._notify()
         log.info(
-            "loaded %s in %.2fs: estimate %s, the runtime reports %s",
-            ref.name, model.load_seconds, format_size(need.total), format_size(model.actual_bytes),
+            "loaded %s on %s (%d GPU layers) in %.2fs: estimate %s, the runtime reports %s",
+            ref.name, placement.device, placement.gpu_layers, model.load_seconds,
+            format_size(placement.total), format_size(model.actual_bytes),
         )
         return model
 
+    def _room(self, pool: MemoryPool) -> int:
+        """What `pool` could hold for a newcomer now: its free memory and what its idle,
+        unpinned models hold (placement evicts them before it offloads less)."""
+        idle = sum(
+            pool.reserved.get(m.name, 0)
+            for m in self._resident.values() if m.idle and not m.pinned
+        )  # fmt: skip
+        return pool.free + idle
+
+    def _release(self, name: str) -> None:
+        for pool in self.pools.values():
+            pool.release(name)
+
     # -- making room -------------------------------------------------------------------------
 
-    async def _make_room(self, name: str, need: int, started: float) -> None:
+    async def _make_room(self, name: str, placement: Placement, started: float) -> None:
         in_the_way: list[ResidentModel] = []
         # Loads that wait for room take it in the order they came: memory freed for an older
         # swap must not go to a newer request (one for the very model evicted, say).
         self._in_line.append(name)
         try:
-            while self._in_line[0] != name or not self._room_for(name, need):
+            while self._in_line[0] != name or not self._room_for(name, placement):
                 if self._in_line[0] != name:
                     await self._wait_for_change(started, name)
                     continue
-                victim = self._idle_victim(name)
+                victim = self._idle_victim(name, placement)
                 if victim is not None:
                     self._start_unload(victim)
                 elif time.monotonic() - started > self.settings.max_pass_over:
@@ -200,13 +244,30 @@ class ModelManager:
                 model.draining = False
             self._notify()
 
-    def _room_for(self, name: str, need: int) -> bool:
+    def _room_for(self, name: str, placement: Placement) -> bool:
+        return not self._short(placement) and not self._over_cap()
+
+    def _short(self, placement: Placement) -> list[MemoryPool]:
+        """The pools that cannot yet hold their share of `placement`."""
+        return [
+            self.pools[device] for device, need in placement.need.items()
+            if not self.pools[device].fits(need.total)
+        ]  # fmt: skip
+
+    def _over_cap(self) -> bool:
         cap = self.settings.max_loaded_models
         others = len(self._resident) + len(self._unloading) + len(self._loading) - 1
-        return self.pool.fits(need) and (cap <= 0 or others < cap)
+        return 0 < cap <= others
 
-    def _idle_victim(self, name: str) -> ResidentModel | None:
-        idle = [m for m in self._resident.values() if m.name != name and not m.pinned and m.idle]
+    def _idle_victim(self, name: str, placement: Placement) -> ResidentModel | None:
+        """The least recently used idle model whose eviction helps: one holding memory in a
+        pool that is short, or any, when the model count is what is over."""
+        short = self._short(placement)
+        idle = [
+            m for m in self._resident.values()
+            if m.name != name and not m.pinned and m.idle
+            and (self._over_cap() or any(p.reserved.get(m.name) for p in short))
+        ]  # fmt: skip
         return min(idle, key=lambda m: m.last_used, default=None)
 
     async def _wait_for_change(self, started: float, name: str, at_most: float = 1.0) -> None:
@@ -215,10 +276,11 @@ class ModelManager:
             others = [m for m in self._resident.values() if m.name != name]
             busy = ", ".join(m.name for m in others if not m.idle) or "none"
             pinned = ", ".join(m.name for m in others if m.pinned) or "none"
+            budgets = ", ".join(f"{p.device} {format_size(p.budget)}" for p in self.pools.values())
             raise ModelBusy(
                 f"timed out after {self.settings.load_timeout:.0f}s waiting for memory to load "
                 f"'{name}'; busy models: {busy}; pinned models: {pinned}; memory budget "
-                f"{format_size(self.pool.budget)}"
+                f"{budgets}"
             )
         event = self._changed
         try:
@@ -273,7 +335,7 @@ class ModelManager:
         loop = asyncio.get_running_loop()
 
         def done(_: object) -> None:
-            self.pool.release(name)
+            self._release(name)
             self._unloading.discard(name)
             self._notify()
 
@@ -287,13 +349,15 @@ class ModelManager:
             model = self._resident.pop(name, None)
             self._cancel_timer(name)
             if model is not None:
-                self.pool.release(name)
+                self._release(name)
                 log.warning("%s is no longer loaded: %s", name, why)
         self._notify()
 
-    async def preload(self, name: str, keep_alive_s: float | None = None) -> ResidentModel:
+    async def preload(
+        self, name: str, keep_alive_s: float | None = None, pin: Pin = AUTO
+    ) -> ResidentModel:
         """Load without a request, as `serve --model` and the admin API do (paths allowed)."""
-        model = await self.ensure(name, allow_path=True)
+        model = await self.ensure(name, allow_path=True, pin=pin)
         model.keep_alive_s = keep_alive_s
         self._after_use(model)
         return model

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from localserve.engine.chat_template import ChatTemplate
+from localserve.engine.placement import Placement
 from localserve.engine.runner import Runner
 from localserve.engine.sequence import Sequence, Status
-from localserve.formats import MemoryEstimate
 from localserve.ground.errors import BadRequest
 from localserve.ground.model import ModelInfo
 from localserve.ground.sampling import SamplingParams
@@ -36,8 +36,10 @@ class ResidentModel:
         self.expires_at: float | None = None
         self.last_used = time.monotonic()
         self.load_seconds = 0.0
-        self.estimate: MemoryEstimate | None = None
+        # Where it runs and what it reserved in each pool; the manager sets it at the load.
+        self.placement = Placement(device, 0)
         self.actual_bytes = 0
+        self.buffers: dict[str, int] = {}  # the runtime's own, by name (llama.cpp's)
         self.rss_delta = 0
         self.template = ChatTemplate(
             self.info.chat_template, self.info.bos_text, self.info.eos_text, self.info.architecture

@@ -173,11 +173,12 @@ class Worker:
         ref = message.model
         rss_before = psutil.Process().memory_info().rss
         t0 = time.perf_counter()
-        built = build_model(ref, self.settings, message.prompt_cache_bytes, message.use_extra_bufts)
+        built = build_model(self.settings, message)
         reporter = StepReporter(self, ref.name, built)
         loaded = m.Loaded(
             built.backend.info, built.backend.n_vocab, built.reported_bytes,
             psutil.Process().memory_info().rss - rss_before, time.perf_counter() - t0,
+            built.buffers,
         )  # fmt: skip
         if message.use_extra_bufts:
             self._extra_bufts_models.add(ref.name)

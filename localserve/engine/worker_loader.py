@@ -24,12 +24,13 @@ from typing import Any
 
 import msgspec
 
-from localserve.engine.loader import LostModels, estimate_load
+from localserve.engine.loader import LostModels, layered_estimate
+from localserve.engine.placement import Placement
 from localserve.engine.probe import extra_bufts_verdict
 from localserve.engine.remote import RemoteRunner
 from localserve.engine.resident import ResidentModel
 from localserve.engine.worker_process import WorkerProcess, worker_env
-from localserve.formats import MemoryEstimate
+from localserve.formats.offload import LayeredEstimate
 from localserve.ground import messages as m
 from localserve.ground.errors import EngineStopped
 from localserve.ground.model import ModelRef
@@ -37,8 +38,8 @@ from localserve.ground.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# Test-only switches: devices as "cpu,cpu1" (two CPU workers stand in for two devices), and
-# which device a model goes to, as "model=device,...".
+# Test-only switches: more workers, as "cpu1" (two CPU workers stand in for two devices), and
+# which worker a model runs in, as "model=device,..." (its memory stays in its pool).
 TEST_DEVICES = "LOCALSERVE_TEST_DEVICES"
 TEST_PLACE = "LOCALSERVE_TEST_PLACE"
 # Restarts wait 0.5 s, then 1, 2, 4, at most 8 s after the last death.
@@ -66,12 +67,12 @@ class Device:
 
 
 class WorkerLoader:
-    """Loads, unloads and steps models in one engine worker per device (today: the CPU)."""
+    """Loads, unloads and steps models in one engine worker per device: the CPU, each GPU."""
 
-    def __init__(self, settings: Settings, devices: tuple[str, ...] | None = None) -> None:
+    def __init__(self, settings: Settings, devices: tuple[str, ...] = ("cpu",)) -> None:
         self.settings = settings
-        devices = devices or tuple(os.environ.get(TEST_DEVICES, "cpu").split(","))
-        self.devices = {name: Device(name) for name in devices}
+        extra = tuple(d for d in os.environ.get(TEST_DEVICES, "").split(",") if d)
+        self.devices = {name: Device(name) for name in (*devices, *extra)}
         # model -> device, from the test-only LOCALSERVE_TEST_PLACE="model=device,...".
         self._placed = dict(
             pair.split("=", 1) for pair in os.environ.get(TEST_PLACE, "").split(",") if "=" in pair
@@ -85,21 +86,24 @@ class WorkerLoader:
     def on_lost(self, callback: LostModels) -> None:
         self._lost = callback
 
-    def estimate(self, ref: ModelRef) -> MemoryEstimate:
-        return estimate_load(ref, self.settings)
+    def estimate(self, ref: ModelRef) -> LayeredEstimate:
+        return layered_estimate(ref, self.settings)
 
-    def load(self, ref: ModelRef, need: MemoryEstimate) -> ResidentModel:
-        device = self.devices[self.place(ref)]
+    def load(self, ref: ModelRef, placement: Placement) -> ResidentModel:
+        device = self.devices[self._placed.get(ref.name, placement.device)]
         worker = self._worker(device)
         extra_bufts = self._extra_bufts(device, worker) if ref.format == "gguf" else True
-        reply = worker.ask(m.Load(0, ref, need.prompt_cache, extra_bufts))
-        loaded = msgspec.convert(reply, m.Loaded)
+        prompt_cache = sum(need.prompt_cache for need in placement.need.values())
+        load = m.Load(0, ref, prompt_cache, extra_bufts, placement.gpu_layers,
+                      placement.backend_device)  # fmt: skip
+        loaded = msgspec.convert(worker.ask(load), m.Loaded)
         runner = RemoteRunner(worker, loaded.info, loaded.n_vocab)
         device.models[ref.name] = runner
         model = ResidentModel(loaded.info, runner, device=device.name)
         model.load_seconds = loaded.load_seconds
-        model.estimate = need
+        model.placement = placement
         model.actual_bytes = loaded.actual_bytes
+        model.buffers = loaded.buffers
         model.rss_delta = loaded.rss_delta
         return model
 
@@ -121,10 +125,6 @@ class WorkerLoader:
                 device.worker.stop()
 
     # -- devices -----------------------------------------------------------------------------
-
-    def place(self, ref: ModelRef) -> str:
-        """The device a model runs on. One device today; placement comes with the GPU pools."""
-        return self._placed.get(ref.name, next(iter(self.devices)))
 
     def health(self) -> dict[str, Any]:
         """Each device's state for /health: running, idle (no worker yet), or failed and why."""

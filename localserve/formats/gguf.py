@@ -5,7 +5,8 @@ tensor's offset and size inside the file. A truncated or malformed file is refus
 never reaches llama.cpp (Ollama's CVE-2026-7482 was an over-read in its loader on such a file).
 
 The memory estimate is weights + KV cache for every slot + llama.cpp's compute and output
-buffers + the prompt cache. The KV term is layers x kv heads x head dim x 2 (K and V) x 2 bytes
+buffers + the prompt cache, by layer (formats/offload.py splits it between the CPU and a
+device). The KV term is layers x kv heads x head dim x 2 (K and V) x 2 bytes
 (f16) x cells; sliding-window layers only keep their window. Compute buffers are dominated by
 the logits of one micro-batch.
 """
@@ -18,7 +19,7 @@ from gguf.constants import LlamaFileType
 
 from localserve.formats.errors import BadModelFile
 from localserve.formats.gguf_header import BadGGUF, GGUFHeader, read_header
-from localserve.formats.memory import MemoryEstimate
+from localserve.formats.offload import INPUT, LayeredEstimate
 from localserve.ground.model import ModelFacts
 from localserve.ground.units import F16, F32
 
@@ -97,7 +98,7 @@ def _pad(n: int) -> int:
     return -(-n // PAD) * PAD
 
 
-def estimate(
+def layered(
     header: GGUFHeader,
     *,
     n_slots: int,
@@ -105,9 +106,10 @@ def estimate(
     n_ubatch: int,
     prompt_cache_limit: int,
     swa_full: bool,
-) -> MemoryEstimate:
-    """`swa_full`: sliding-window layers get a full-size cache, as llama.cpp does by default.
+) -> LayeredEstimate:
+    """The estimate by layer, from the tensor table, so that layers can be offloaded.
 
+    `swa_full`: sliding-window layers get a full-size cache, as llama.cpp does by default.
     The prompt cache gets `prompt_cache_limit`, or as much as the slots' KV cache when that is
     less (more would outlast its use for a small model). Models with sliding-window layers get
     none: their saved cells hold only the window, too little to restore a prefix from.
@@ -123,26 +125,71 @@ def estimate(
 
     cells_full = _pad(n_ctx_slot) * n_slots
     per_cell_layer = n_head_kv * (head_k + head_v) * F16
-    n_swa = _sliding_layers(header, n_layer) if window and not swa_full else 0
     cells_swa = min(cells_full, _pad(window + n_ubatch) * n_slots)
-    kv = per_cell_layer * ((n_layer - n_swa) * cells_full + n_swa * cells_swa)
+    sliding = _sliding_layers(header, n_layer) if window and not swa_full else frozenset()
+    layer_kv = tuple(
+        per_cell_layer * (cells_swa if i in sliding else cells_full) for i in range(n_layer)
+    )
 
-    # Logits of a whole micro-batch in f32, plus the activations of its widest layer.
+    layer_weights = [0] * n_layer
+    input_weights = output_weights = 0
+    placed: list[tuple[int, int, int]] = []
+    for tensor in header.tensors:
+        layer = _layer_of(tensor.name)
+        if layer is not None and layer < n_layer:
+            layer_weights[layer] += tensor.n_bytes
+        elif tensor.name.startswith("output"):  # output.weight, output_norm.weight
+            layer, output_weights = n_layer, output_weights + tensor.n_bytes
+        else:  # token_embd.weight and the rest of the input layer
+            layer, input_weights = INPUT, input_weights + tensor.n_bytes
+        placed.append((layer, tensor.offset, tensor.n_bytes))
+    # No output.weight: the head is token_embd, and a device that holds the output gets a copy.
+    tied = not any(t.name == "output.weight" for t in header.tensors)
+    embeddings = next((t.n_bytes for t in header.tensors if t.name == "token_embd.weight"), 0)
+    head = embeddings if tied else max((t.n_bytes for t in header.tensors if t.name == "output.weight"), default=0)
+
+    # Calibrated against llama.cpp's compute buffers (CPU and Vulkan, SmolLM2 and Gemma 3):
+    # a micro-batch's logits in f32; a layer's activations (the gated FFN's three n_ff-wide
+    # products, the queries, the residual stream twice); the inputs (embeddings twice).
     n_ff = int(header.arch_value("feed_forward_length", 4 * n_embd) or 4 * n_embd)
-    compute = n_ubatch * (n_vocab + 2 * n_embd + 2 * n_ff) * F32
+    logits = n_ubatch * n_vocab * F32
+    activations = n_ubatch * (3 * n_ff + n_head * head_k + 2 * n_embd) * F32
     # The output buffer keeps one row of logits per slot between steps; an embedding step grows
     # it to a bounded number of rows of logits and hidden states (EMBED_OUTPUT_BYTES).
+    output_buffer = n_slots * n_vocab * F32
     embedding_output = embedding_output_bytes(n_vocab, n_embd, n_slots, n_ubatch)
-    compute += max(n_slots * n_vocab * F32, embedding_output)
-    prompt_cache = 0 if window else min(prompt_cache_limit, kv)
-    return MemoryEstimate(header.weights_bytes, kv, compute, prompt_cache)
+    prompt_cache = 0 if window else min(prompt_cache_limit, sum(layer_kv))
+    return LayeredEstimate(
+        input_weights=input_weights,
+        output_weights=output_weights,
+        layer_weights=tuple(layer_weights),
+        layer_kv=layer_kv,
+        compute_layer=activations,
+        compute_logits=logits,
+        compute_input=2 * n_ubatch * n_embd * F32,
+        output_buffer=output_buffer,
+        prompt_cache=prompt_cache,
+        embedding_output=max(0, embedding_output - output_buffer),
+        output_copy=embeddings if tied else 0,
+        output_largest=head,
+        compute_mask=cells_full * n_ubatch * F16,
+        tensors=tuple(placed),
+    )
 
 
-def _sliding_layers(header: GGUFHeader, n_layer: int) -> int:
+def _layer_of(tensor: str) -> int | None:
+    """`blk.12.attn_q.weight` -> 12."""
+    if not tensor.startswith("blk."):
+        return None
+    number = tensor[4:].split(".", 1)[0]
+    return int(number) if number.isdigit() else None
+
+
+def _sliding_layers(header: GGUFHeader, n_layer: int) -> frozenset[int]:
     """Gemma 2/3 style models alternate sliding-window and global layers."""
     arch = header.architecture
-    if arch == "gemma3":
-        return n_layer - n_layer // 6  # every sixth layer is global
+    if arch == "gemma3":  # every sixth layer is global
+        return frozenset(i for i in range(n_layer) if i % 6 != 5)
     if arch == "gemma2":
-        return n_layer // 2
-    return 0
+        return frozenset(i for i in range(n_layer) if i % 2 == 0)
+    return frozenset()

@@ -26,6 +26,9 @@ class Load(msgspec.Struct, tag=True):
     prompt_cache_bytes: int
     # llama.cpp's extra buffer types (AMX, repacked weights): off where the probe saw them die.
     use_extra_bufts: bool = True
+    # Layers offloaded to `device` (ggml's name for it, "Vulkan0"); None and 0: the CPU only.
+    gpu_layers: int = 0
+    device: str | None = None
 
 
 class Loaded(msgspec.Struct, tag=True):
@@ -35,6 +38,8 @@ class Loaded(msgspec.Struct, tag=True):
     actual_bytes: int
     rss_delta: int
     load_seconds: float
+    # The runtime's buffers by name ("vulkan0 model", "cpu_mapped model"), in bytes.
+    buffers: dict[str, int] = {}
 
 
 class Unload(msgspec.Struct, tag=True):

@@ -94,6 +94,36 @@ def _size(raw: Any) -> int | None:
     return parse_size(str(raw))
 
 
+def _budgets(raw: Any) -> dict[str, int]:
+    """ "12GiB" (the CPU's) or "cpu=12GiB,gpu0=7GiB": a budget per memory pool."""
+    if isinstance(raw, bool):
+        raise ValueError
+    if isinstance(raw, (int, float)):
+        return {"cpu": _whole(raw)}
+    budgets: dict[str, int] = {}
+    for part in str(raw).split(","):
+        device, sep, size = part.strip().rpartition("=")
+        device = device.strip().lower() if sep else "cpu"
+        value = parse_size(size.strip())
+        if not device or value is None or device in budgets:
+            raise ValueError
+        budgets[device] = value
+    return budgets
+
+
+def _show_budgets(value: dict[str, int]) -> str:
+    return ",".join(f"{device}={_show_size(size)}" for device, size in value.items())
+
+
+def _layers(raw: Any) -> int | None:
+    """ "auto" (None: as many as fit) or a layer count."""
+    if isinstance(raw, str) and raw.strip().lower() in ("auto", "-1"):
+        return None
+    if isinstance(raw, int) and raw == -1:
+        return None
+    return _whole(raw)
+
+
 def _show_duration(value: float | None) -> str:
     if value is None:
         return "-1"
@@ -115,6 +145,8 @@ SECONDS = Kind(_seconds, lambda v: f"{v:g}", "a number of seconds")
 NUMBER = Kind(_seconds, lambda v: f"{v:g}", "a number, 0 or more")
 DURATION = Kind(_duration, _show_duration, 'a duration like "5m", 0 or -1')
 SIZE = Kind(_size, _show_size, "a size like 512MiB or 4GiB")
+BUDGETS = Kind(_budgets, _show_budgets, 'a size like 12GiB, or sizes per device like "cpu=12GiB,gpu0=7GiB"')
+LAYERS = Kind(_layers, str, 'a layer count, or "auto"')
 
 
 def setting(default: Any, kind: Kind, help: str, *, unset: str = "", env: str = "") -> Any:
@@ -138,8 +170,13 @@ class Settings:
         300.0, DURATION, "how long an idle model stays loaded: 5m, 30s, 0 (unload at once), "
         "-1 (for ever); a request's keep_alive overrides it",
     )
-    memory_budget: int | None = setting(
-        None, SIZE, "memory loaded models may take", unset="available RAM less 1 GiB"
+    memory_budget: dict[str, int] | None = setting(
+        None, BUDGETS, "memory loaded models may take, per device: 12GiB (the CPU's) or "
+        "cpu=12GiB,gpu0=7GiB", unset="each device's free memory less a headroom",
+    )
+    gpu_layers: int | None = setting(
+        None, LAYERS, "layers of each model offloaded to a GPU: auto (as many as fit), 0 (CPU "
+        "only) or a count; a request's num_gpu option overrides it", unset="auto",
     )
     parallel: int = setting(4, WHOLE, "slots per model: requests decoded together")
     ctx: int = setting(4096, WHOLE, "context tokens per slot")

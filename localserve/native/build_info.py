@@ -21,7 +21,7 @@ from typing import Any
 DISTRIBUTION = "llama-cpp-python"
 QUERY_TIMEOUT_S = 60.0  # importing a CUDA build and opening its devices takes seconds
 
-PARTS = ("version", "system_info", "gpu_offload", "devices")
+PARTS = ("version", "system_info", "gpu_offload", "backends", "devices")
 
 # ggml-backend.h's enum ggml_backend_dev_type, in order.
 _DEVICE_KINDS = ("cpu", "gpu", "igpu", "accel", "meta")
@@ -34,6 +34,9 @@ class Device:
     kind: str
     memory_total: int | None = None
     memory_free: int | None = None
+    # The largest tensor it takes, where it has a limit (a Vulkan device's
+    # maxStorageBufferRange: 128 MiB on lavapipe); None: none below MAX_TENSOR_PROBE.
+    max_tensor: int | None = None
 
 
 def version() -> str:
@@ -58,12 +61,77 @@ def compiled_features(info: str) -> dict[str, str]:
     return dict(re.findall(r"(\w+) = (\w+)", info))
 
 
+def libggml() -> ctypes.CDLL:
+    """The libggml that libllama loaded, whose devices run the models. By soname on Linux: the
+    loader hands back the copy already loaded (from LLAMA_CPP_LIB_PATH too), where
+    llama_cpp._ggml opens its own folder's file, a second copy when the override is set."""
+    import llama_cpp  # noqa: F401  (loads libllama, and libggml with it)
+    from llama_cpp import _ggml
+
+    return ctypes.CDLL("libggml.so.0") if sys.platform.startswith("linux") else _ggml.libggml
+
+
+def backends() -> list[str]:
+    """ggml's backends this build has ("CPU", "Vulkan", "CUDA"): what it can run on at all."""
+    lib = libggml()
+    count, get, name = lib["ggml_backend_reg_count"], lib["ggml_backend_reg_get"], lib["ggml_backend_reg_name"]
+    count.argtypes, count.restype = [], ctypes.c_size_t
+    get.argtypes, get.restype = [ctypes.c_size_t], ctypes.c_void_p
+    name.argtypes, name.restype = [ctypes.c_void_p], ctypes.c_char_p
+    return [(name(get(i)) or b"").decode(errors="replace") for i in range(count())]
+
+
+# Tensors up to this size are asked about; a device that takes them all has no limit for us.
+MAX_TENSOR_PROBE = 1 << 40
+_GGML_TYPE_F32 = 0
+_ROW = 1024  # elements per row of the probe's matrix
+
+
+class _InitParams(ctypes.Structure):
+    _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p),
+                ("no_alloc", ctypes.c_bool)]  # fmt: skip
+
+
+def max_tensor(lib: ctypes.CDLL, device: int) -> int | None:
+    """The largest matrix `device` multiplies, by asking ggml_backend_dev_supports_op about
+    ever larger ones (no memory is allocated: the tensors are descriptions). llama.cpp asks
+    the same of every weight it would offload, and keeps on the host those a device refuses."""
+    base = ctypes.CDLL("libggml-base.so.0") if sys.platform.startswith("linux") else lib
+    init, free = base["ggml_init"], base["ggml_free"]
+    init.argtypes, init.restype = [_InitParams], ctypes.c_void_p
+    free.argtypes, free.restype = [ctypes.c_void_p], None
+    new_2d, mul_mat = base["ggml_new_tensor_2d"], base["ggml_mul_mat"]
+    new_2d.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    new_2d.restype = ctypes.c_void_p
+    mul_mat.argtypes, mul_mat.restype = [ctypes.c_void_p] * 3, ctypes.c_void_p
+    supports = lib["ggml_backend_dev_supports_op"]
+    supports.argtypes, supports.restype = [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_bool
+
+    def takes(rows: int) -> bool:
+        ctx = init(_InitParams(1 << 20, None, True))
+        try:
+            weight = new_2d(ctx, _GGML_TYPE_F32, _ROW, rows)
+            vector = new_2d(ctx, _GGML_TYPE_F32, _ROW, 1)
+            return bool(supports(device, mul_mat(ctx, weight, vector)))
+        finally:
+            free(ctx)
+
+    row_bytes = _ROW * 4
+    low, high = 1, MAX_TENSOR_PROBE // row_bytes
+    if takes(high):
+        return None
+    if not takes(low):
+        return 0
+    while low + 1 < high:  # takes(low) and not takes(high)
+        mid = (low + high) // 2
+        low, high = (mid, high) if takes(mid) else (low, mid)
+    return low * row_bytes
+
+
 def devices() -> list[Device]:
     """ggml's backend devices. llama-cpp-python 0.3.36 binds none of ggml's device functions, so
     they are looked up in the libggml it loads; AttributeError when a build lacks them."""
-    from llama_cpp import _ggml
-
-    lib = _ggml.libggml
+    lib = libggml()
     # Indexing makes fresh function objects: setting their types leaves llama_cpp's own alone.
     count = lib["ggml_backend_dev_count"]
     count.argtypes, count.restype = [], ctypes.c_size_t
@@ -86,13 +154,15 @@ def devices() -> list[Device]:
         free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
         memory(device, ctypes.byref(free), ctypes.byref(total))
         k = kind(device)
+        device_kind = _DEVICE_KINDS[k] if 0 <= k < len(_DEVICE_KINDS) else str(k)
         found.append(
             Device(
                 name=(name(device) or b"").decode(errors="replace"),
                 description=(description(device) or b"").decode(errors="replace"),
-                kind=_DEVICE_KINDS[k] if 0 <= k < len(_DEVICE_KINDS) else str(k),
+                kind=device_kind,
                 memory_total=total.value or None,
                 memory_free=free.value or None,
+                max_tensor=max_tensor(lib, device) if device_kind != "cpu" else None,
             )
         )
     return found
@@ -105,6 +175,7 @@ def facts() -> dict[str, Any]:
         "version": version,
         "system_info": system_info,
         "gpu_offload": gpu_offload,
+        "backends": backends,
         "devices": lambda: [asdict(d) for d in devices()],
     }
     found: dict[str, Any] = {}

@@ -1,23 +1,27 @@
 """Build recipes: llama-cpp-python reinstalled from source with the CMake flags of one backend.
 
-The recipes are data (`recipes.toml` beside this file); this module turns one into the command
-`localserve native build BACKEND` runs, and says what the machine lacks for it. pip's wheel
-cache is keyed by the package's name and version, not by CMAKE_ARGS, so a rebuild with other
-flags would quietly reinstall the cached wheel: the command bypasses the cache and reinstalls.
+The recipes are data (`recipes.toml` beside this file); this module turns one into the plan
+`localserve native build BACKEND` runs (native/wheels.py runs it), and says what the machine
+lacks for it. pip's wheel cache is keyed by the package's name and version, not by CMAKE_ARGS,
+so a rebuild with other flags would quietly reinstall the cached wheel: the build bypasses pip's
+cache and keeps its own, keyed by every input of the build.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import platform
 import shlex
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from importlib import resources
+from pathlib import Path
 
-from localserve.native import hardware
+from localserve.native import cuda_toolkit, hardware
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -39,6 +43,17 @@ class FlagRule:
 
 
 @dataclass(frozen=True)
+class Guard:
+    """Source lines `first`..`last` of `file` compiled only `if` a condition holds."""
+
+    file: str
+    condition: str
+    first: str
+    last: str
+    otherwise: str
+
+
+@dataclass(frozen=True)
 class Recipe:
     name: str
     summary: str
@@ -48,24 +63,43 @@ class Recipe:
     commands: tuple[str, ...] = ()
     system: str | None = None
     machines: tuple[str, ...] = ()
+    guards: tuple[Guard, ...] = ()
+    env: tuple[str, ...] = ()  # environment variables handed to the build when set
 
 
 @dataclass(frozen=True)
 class Plan:
-    """One build, ready to run: the command and the environment variables it adds."""
+    """One build, ready to run: where its wheel is kept, the environment the build adds, and
+    the commands (`source` is the sdist folder when the recipe edits sources)."""
 
     recipe: Recipe
-    command: tuple[str, ...]
     env: Mapping[str, str]
+    key: str  # of every input: a wheel under this key is this build
+    wheel_dir: Path
+    python: str
 
-    def shell_line(self) -> str:
-        """The build as a person would type it. CMAKE_ARGS is quoted even when it needs no
-        quotes, so a person adding a flag to it keeps the quotes."""
+    def wheel_command(self, source: str = PACKAGE) -> tuple[str, ...]:
+        # --no-cache-dir: pip's cached wheel of this version was built with other flags.
+        return (self.python, "-m", "pip", "wheel", "--no-cache-dir", "--no-deps",
+                "-w", str(self.wheel_dir), source)  # fmt: skip
+
+    def install_command(self, wheel: str) -> tuple[str, ...]:
+        # --force-reinstall: the same version is installed already, so pip would otherwise do
+        # nothing; --no-deps: only the library changes, not numpy or the rest.
+        return (self.python, "-m", "pip", "install", "--force-reinstall", "--no-deps", wheel)
+
+    def download_command(self, folder: str) -> tuple[str, ...]:
+        return (self.python, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                "-d", folder, PACKAGE)  # fmt: skip
+
+    def shell_line(self, command: tuple[str, ...] | None = None) -> str:
+        """A command as a person would type it, with the build's environment. CMAKE_ARGS is
+        quoted even when it needs no quotes, so a person adding a flag to it keeps them."""
         assigns = [
             f"{name}={_single_quoted(value) if name == 'CMAKE_ARGS' else shlex.quote(value)}"
             for name, value in self.env.items()
         ]
-        return " ".join([*assigns, shlex.join(self.command)])
+        return " ".join([*assigns, shlex.join(command or self.wheel_command())])
 
 
 def _single_quoted(text: str) -> str:
@@ -83,6 +117,9 @@ def _recipe(name: str, raw: Mapping[str, object]) -> Recipe:
     if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
         raise ValueError(f"recipe {name}: cpu_flags is a list of tables")
     system = raw.get("system")
+    guards = raw.get("guards", [])
+    if not isinstance(guards, list) or not all(isinstance(g, dict) for g in guards):
+        raise ValueError(f"recipe {name}: guards is a list of tables")
     return Recipe(
         name=name,
         summary=str(raw.get("summary", "")),
@@ -92,6 +129,12 @@ def _recipe(name: str, raw: Mapping[str, object]) -> Recipe:
         commands=strings("commands"),
         system=str(system) if system is not None else None,
         machines=tuple(m.lower() for m in strings("machines")),
+        guards=tuple(
+            Guard(str(g["file"]), str(g["if"]), str(g["first"]), str(g["last"]),
+                  str(g["otherwise"]))
+            for g in guards
+        ),  # fmt: skip
+        env=strings("env"),
     )
 
 
@@ -110,14 +153,9 @@ def cmake_args(recipe: Recipe, cpu_flags: Iterable[str]) -> list[str]:
     return args
 
 
-def pip_command(python: str | None = None) -> list[str]:
-    # --no-cache-dir: the cached wheel was built with other flags; --force-reinstall: the same
-    # version is installed already, so pip would otherwise do nothing; --no-deps: only the
-    # library changes, not numpy or the rest of the environment.
-    return [
-        python or sys.executable, "-m", "pip", "install",
-        "--no-cache-dir", "--force-reinstall", "--no-deps", PACKAGE,
-    ]  # fmt: skip
+# Flags a backend's toolkit on this machine calls for, by recipe (native/cuda_toolkit.py).
+_MACHINE_FLAGS: dict[str, Callable[[], list[str]]] = {"cuda": cuda_toolkit.cmake_flags}
+_MACHINE_LACKS: dict[str, Callable[[], list[str]]] = {"cuda": cuda_toolkit.lacks}
 
 
 def this_cpu_flags() -> frozenset[str]:
@@ -135,14 +173,39 @@ def plan(
     """The build of `recipe` for a CPU with `cpu_flags` (default: this machine's)."""
     if cpu_flags is None:
         cpu_flags = this_cpu_flags()
+    machine_flags = _MACHINE_FLAGS.get(recipe.name, lambda: [])()
     env = {
-        "CMAKE_ARGS": " ".join(cmake_args(recipe, cpu_flags)),
+        "CMAKE_ARGS": " ".join([*cmake_args(recipe, cpu_flags), *machine_flags]),
         "FORCE_CMAKE": "1",
         # A pip configured with an extra index of prebuilt llama-cpp-python wheels (CUDA,
         # Metal) would install one of those and ignore CMAKE_ARGS: always build from source.
         "PIP_NO_BINARY": DISTRIBUTION,
+        **{name: os.environ[name] for name in recipe.env if os.environ.get(name)},
     }
-    return Plan(recipe, tuple(pip_command(python)), env)
+    inputs = {
+        "package": PACKAGE, "env": env, "guards": [asdict(g) for g in recipe.guards],
+        "python": list(sys.version_info[:2]), "machine": platform.machine().lower(),
+        "system": platform.system(),
+    }  # fmt: skip
+    key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
+    folder = wheel_cache() / f"{recipe.name}-{key}"
+    return Plan(recipe, env, key, folder, python or sys.executable)
+
+
+def wheel_cache() -> Path:
+    """Where built wheels are kept: LOCALSERVE_WHEELS, or the user cache folder's `wheels`."""
+    override = os.environ.get("LOCALSERVE_WHEELS")
+    if override:
+        return Path(override)
+    import platformdirs  # here: listing the recipes needs nothing but the standard library
+
+    return Path(platformdirs.user_cache_dir("localserve", appauthor=False)) / "wheels"
+
+
+def cached_wheel(plan: Plan) -> Path | None:
+    """The wheel this plan built before, if it is kept."""
+    wheels = sorted(plan.wheel_dir.glob("llama_cpp_python-*.whl"))
+    return wheels[-1] if wheels else None
 
 
 def missing(
@@ -165,6 +228,8 @@ def missing(
     if recipe.machines and machine not in recipe.machines:
         lacks.append(f"this is an {machine} CPU, not {' or '.join(recipe.machines)}")
     lacks += [f"{command} is not on PATH" for command in recipe.commands if which(command) is None]
+    if not lacks and recipe.commands:
+        lacks += _MACHINE_LACKS.get(recipe.name, lambda: [])()
     # Windows finds MSVC through the build tools, not PATH; CXX names a compiler explicitly.
     if system != "Windows" and not env.get("CXX") and all(which(c) is None for c in COMPILERS):
         lacks.append(f"no C++ compiler is on PATH ({', '.join(COMPILERS)})")

@@ -11,7 +11,10 @@ from aiohttp import web
 
 from localserve.ground.errors import BadRequest, ModelNotFound
 from localserve.ground.units import UNSET, parameter_size
+from localserve.engine.placement import Pin
+from localserve.engine.pools import CPU
 from localserve.engine.resident import ResidentModel
+from localserve.formats.memory import sum_estimates
 from localserve.server import validation as v
 from localserve.server.requests import keep_alive, model_name, read_json
 from localserve.server.state import MANAGER
@@ -30,15 +33,17 @@ def describe(model: ResidentModel, loads: int) -> dict[str, Any]:
         if model.expires_at is None or model.in_flight
         else datetime.fromtimestamp(model.expires_at, timezone.utc).isoformat()
     )
-    est = model.estimate.as_dict() if model.estimate else None
+    placement = model.placement
+    est = sum_estimates(placement.need.values()).as_dict() if placement.need else None
     # Only the continuous batcher keeps a prompt cache; ONNX models' batchers have none.
     traffic = model.runner.stats()
-    size = est["total"] if est else model.actual_bytes
+    size = placement.total or model.actual_bytes
     return {
         "name": f"{model.name}:latest",
         "model": f"{model.name}:latest",
         "size": size,
-        "size_vram": 0,
+        # What is reserved on GPUs: the split the manager placed, never a guess of our own.
+        "size_vram": size - placement.on(CPU) if placement.need else 0,
         "digest": "",
         "expires_at": expires,
         "context_length": model.info.n_ctx_slot,
@@ -51,6 +56,14 @@ def describe(model: ResidentModel, loads: int) -> dict[str, Any]:
         },
         "localserve": {
             "device": model.device,
+            "placement": {
+                "device": placement.device,
+                "gpu_layers": placement.gpu_layers,
+                "layers": placement.max_layers,
+                "split": {pool: need.as_dict() for pool, need in placement.need.items()},
+                "actual": placement.actual(model.buffers),
+                "buffers": model.buffers,
+            },
             "memory_estimate": est,
             "memory_actual": model.actual_bytes,
             "memory_rss_delta": model.rss_delta,
@@ -77,11 +90,9 @@ async def ps(request: web.Request) -> web.Response:
 
 async def stats(request: web.Request) -> web.Response:
     manager = request.app[MANAGER]
-    pool = manager.pool
     return web.json_response(
         {
-            "pools": [{"device": pool.device, "budget": pool.budget, "used": pool.used,
-                       "reserved": pool.reserved}],
+            "pools": [pool.describe() for pool in manager.pools.values()],
             "load_counts": manager.load_counts,
             "pid": os.getpid(),
         }
@@ -106,11 +117,21 @@ async def load(request: web.Request) -> web.Response:
     stay = keep_alive(body)
     # Unlike a request's, a load's keep_alive is the daemon's default when it names none.
     model = await manager.preload(
-        model_name(body), manager.settings.keep_alive if stay is UNSET else stay
+        model_name(body), manager.settings.keep_alive if stay is UNSET else stay, _pin(body)
     )
     if v.boolean(body, "pin", False):
         manager.pin(model.name, True)
     return web.json_response(describe(model, manager.load_counts.get(model.name, 0)))
+
+
+def _pin(body: v.JSON) -> Pin:
+    """The load's `device` ("cpu", "gpu0") and `num_gpu` (layers on it), as Ollama's option."""
+    device = v.string(body, "device")
+    num_gpu = v.integer(body, "num_gpu", -1, -1, 1 << 20)
+    return Pin(
+        device=device.lower() if device else None,
+        gpu_layers=None if num_gpu is None or num_gpu < 0 else num_gpu,
+    )
 
 
 async def unload(request: web.Request) -> web.Response:

@@ -18,6 +18,7 @@ from aiohttp import web
 from localserve import __version__
 from localserve.ground.errors import BadRequest, EngineError
 from localserve.ground.units import KeepAlive
+from localserve.engine.placement import Pin
 from localserve.engine.resident import ResidentModel
 from localserve.engine.sequence import Sequence
 from localserve.server import ollama_template
@@ -78,9 +79,9 @@ class OllamaGeneration:
         stay = keep_alive(body)
         _refuse_unsupported(body, self.chat)
         if self._is_empty(body):
-            return await self._load_or_unload(stay)
+            return await self._load_or_unload(stay, opts.pin)
         manager = self.request.app[MANAGER]
-        async with manager.acquire(self.name, stay) as model:
+        async with manager.acquire(self.name, stay, opts.pin) as model:
             self.load_s = time.monotonic() - self.started
             ctx = window(model.name, opts.num_ctx, model.info.n_ctx_slot)
             tokens = await self._encode(model, body, opts, ctx)
@@ -97,13 +98,13 @@ class OllamaGeneration:
             return not body.get("messages")
         return not v.string(body, "prompt") and not body.get("context")
 
-    async def _load_or_unload(self, stay: KeepAlive) -> web.Response:
+    async def _load_or_unload(self, stay: KeepAlive, pin: Pin) -> web.Response:
         manager = self.request.app[MANAGER]
         if stay == 0:
             await manager.unload(self.name)
             reason = "unload"
         else:
-            async with manager.acquire(self.name, stay):
+            async with manager.acquire(self.name, stay, pin):
                 pass
             reason = "load"
         return web.json_response({**self._head(), **self._piece(""), "done": True,

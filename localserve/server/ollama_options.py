@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 
+from localserve.engine.placement import Pin
 from localserve.ground.sampling import SamplingParams
 from localserve.server import validation as v
 
@@ -30,6 +31,8 @@ class OllamaOptions:
     params: SamplingParams
     num_ctx: int | None
     num_keep: int
+    # num_gpu (layers on a GPU; -1 leaves it to placement) and main_gpu (which GPU, 0 first).
+    pin: Pin = Pin()
 
 
 def options_from(body: v.JSON) -> OllamaOptions:
@@ -55,7 +58,19 @@ def options_from(body: v.JSON) -> OllamaOptions:
     )
     num_ctx = v.integer(o, "num_ctx", None, 1, _NO_LIMIT)
     num_keep = v.integer(o, "num_keep", 4, -1, _NO_LIMIT)
-    return OllamaOptions(params, num_ctx, 4 if num_keep is None or num_keep < 0 else num_keep)
+    return OllamaOptions(
+        params, num_ctx, 4 if num_keep is None or num_keep < 0 else num_keep, placement_pin(o)
+    )
+
+
+def placement_pin(o: v.JSON) -> Pin:
+    """Ollama's num_gpu and main_gpu: the model is placed (or reloaded) to honour them."""
+    num_gpu = v.integer(o, "num_gpu", -1, -1, _NO_LIMIT)
+    main_gpu = v.integer(o, "main_gpu", None, 0, 255)
+    return Pin(
+        device=None if main_gpu is None else f"gpu{main_gpu}",
+        gpu_layers=None if num_gpu is None or num_gpu < 0 else num_gpu,
+    )
 
 
 def window(model: str, num_ctx: int | None, slot_ctx: int) -> int:

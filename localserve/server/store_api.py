@@ -83,6 +83,20 @@ def _model_info(facts: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _where(request: web.Request, name: str) -> dict[str, Any] | None:
+    """Where the model lives while it is loaded: its device, its GPU layers, its split."""
+    manager = request.app.get(MANAGER)
+    model = manager.get(name) if manager is not None else None
+    if model is None:
+        return None
+    placement = model.placement
+    return {
+        "device": model.device, "gpu_layers": placement.gpu_layers,
+        "layers": placement.max_layers, "size": placement.total,
+        "split": {pool: need.total for pool, need in placement.need.items()},
+    }  # fmt: skip
+
+
 async def show(request: web.Request) -> web.Response:
     body = await read_json(request)
     name = model_name(body)
@@ -107,6 +121,7 @@ async def show(request: web.Request) -> web.Response:
                 "size": manifest.size,
                 "files": [f.path for f in manifest.files],
                 **facts,
+                "loaded": _where(request, manifest.name.short),
             },
         }
     )
