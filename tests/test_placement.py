@@ -18,7 +18,7 @@ from localserve.engine.manager import ModelManager
 from localserve.engine.placement import Pin, place
 from localserve.engine.pools import device_pools, gpu_headroom
 from localserve.native.build_info import Device
-from localserve.ground.errors import BadRequest
+from localserve.ground.errors import BadRequest, ModelBusy
 from localserve.ground.units import GiB
 
 WHOLE = 1100  # 10 layers and the output, 100 bytes each
@@ -209,3 +209,16 @@ def test_a_budget_for_a_device_that_is_not_here_is_refused():
 
 def test_the_cpu_device_ggml_reports_is_not_a_gpu_pool():
     assert [p.device for p in device_pools([Device("CPU", "AMD EPYC", "cpu")], {"cpu": GiB})] == ["cpu"]
+
+
+def test_a_reload_that_times_out_behind_a_busy_model_leaves_it_serving_as_it_was() -> None:
+    async def scenario() -> None:
+        m, loader = manager(gpu_budget=2000, load_timeout=0.3)
+        async with m.acquire("a"):
+            with pytest.raises(ModelBusy):
+                await use(m, "a", Pin(gpu_layers=2))
+            assert not m.get("a").draining
+        await use(m, "a")
+        assert loader.loads == ["a"] and loader.placements["a"].gpu_layers == 11
+
+    run(scenario)

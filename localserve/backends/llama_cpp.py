@@ -14,94 +14,22 @@ micro-batch of a longer input (measured: cosine 0.90 against the input embedded 
 from __future__ import annotations
 
 import ctypes
-import logging
-import os
-import re
-import sys
-import threading
 from dataclasses import dataclass
 
 import llama_cpp as ll
 import numpy as np
 
+from localserve.backends.llama_runtime import capture, device_list, ensure_backend, reported_buffers
 from localserve.formats.gguf import quantization
 from localserve.ground.model import ModelInfo
 from localserve.ground.step import StepPlan
 from localserve.ground.errors import LoadFailed
 from localserve.ground.sampling import SamplingParams
 
-log = logging.getLogger(__name__)
-
-_backend_ready = False
-_backend_lock = threading.Lock()
-# llama.cpp logs from the thread that called it, so a load can collect its own lines.
-_capture = threading.local()
-_BUFFER_LINE = re.compile(r"(\S+)\s+(\S+) buffer size =\s+([\d.]+) MiB")
-_GGML_WARN, _GGML_ERROR = 3, 4  # ggml_log_level: NONE, DEBUG, INFO, WARN, ERROR, CONT
 # The GGUF key `{arch}.pooling_type` holds llama_pooling_type; a generative model has none, and
 # then its hidden states are averaged, as Ollama does. RANK (rerankers) cannot embed.
 _POOLING = {ll.LLAMA_POOLING_TYPE_MEAN: "mean", ll.LLAMA_POOLING_TYPE_CLS: "cls",
             ll.LLAMA_POOLING_TYPE_LAST: "last", ll.LLAMA_POOLING_TYPE_RANK: "none"}
-
-
-@ll.llama_log_callback
-def _on_llama_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
-    lines = getattr(_capture, "lines", None)
-    message = text.decode("utf-8", errors="replace")
-    if lines is not None:
-        lines.append(message)
-    if level in (_GGML_WARN, _GGML_ERROR) and message.strip():
-        log.log(logging.WARNING if level == _GGML_WARN else logging.ERROR, "llama.cpp: %s", message.rstrip())
-
-
-def _ensure_backend() -> None:
-    global _backend_ready
-    with _backend_lock:
-        if not _backend_ready:
-            # Replaces llama-cpp-python's callback, which prints every line to stderr.
-            ll.llama_log_set(_on_llama_log, ctypes.c_void_p(0))
-            ll.llama_backend_init()
-            _backend_ready = True
-
-
-def reported_buffers(lines: list[str]) -> dict[str, int]:
-    """The buffers llama.cpp says it allocated, in bytes, by buffer type and kind:
-    "cpu_mapped model", "vulkan0 kv", "vulkan_host compute", ..."""
-    sizes: dict[str, int] = {}
-    for line in lines:
-        m = _BUFFER_LINE.search(line)
-        if m:
-            name = f"{m.group(1).lower()} {m.group(2).lower()}"
-            sizes[name] = sizes.get(name, 0) + int(float(m.group(3)) * (1 << 20))
-    return sizes
-
-
-
-def usable_cores() -> int:
-    """Cores this process may run on: affinity and cpusets, not the machine's total."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # macOS and Windows have no affinity call
-        return max(1, os.cpu_count() or 1)
-
-
-def _device_list(device: str | None) -> ctypes.Array[ctypes.c_void_p]:
-    """The NULL-terminated device list for llama_model_params.devices: the one named, or none
-    (a CPU-only model), never ggml's default of every GPU."""
-    if device is None:
-        return (ctypes.c_void_p * 1)(None)
-    # The libggml libllama loaded (by soname; native/build_info.py says why), not
-    # llama_cpp._ggml's, which is another copy when LLAMA_CPP_LIB_PATH is set.
-    from llama_cpp import _ggml
-
-    lib = ctypes.CDLL("libggml.so.0") if sys.platform.startswith("linux") else _ggml.libggml
-    by_name = lib["ggml_backend_dev_by_name"]
-    by_name.argtypes, by_name.restype = [ctypes.c_char_p], ctypes.c_void_p
-    found = by_name(device.encode())
-    if not found:
-        raise LoadFailed(f"llama.cpp has no device '{device}' (is GGML_VK_VISIBLE_DEVICES or "
-                         "CUDA_VISIBLE_DEVICES hiding it?)")
-    return (ctypes.c_void_p * 2)(found, None)
 
 
 @dataclass(frozen=True)
@@ -132,18 +60,18 @@ class LlamaCppBackend:
     """
 
     def __init__(self, name: str, path: str, options: LlamaCppOptions) -> None:
-        _ensure_backend()
+        ensure_backend()
         self._options = options
-        _capture.lines = []
+        capture.lines = []
         try:
             self._load(name, path, options)
-            self.buffers = reported_buffers(_capture.lines)
+            self.buffers = reported_buffers(capture.lines)
         finally:
-            _capture.lines = None
+            capture.lines = None
 
     def _load(self, name: str, path: str, options: LlamaCppOptions) -> None:
         mparams = ll.llama_model_default_params()
-        devices = _device_list(options.device)
+        devices = device_list(options.device)
         # The struct field is a plain pointer: `devices` stays referenced until the load ends.
         mparams.devices = ctypes.cast(devices, ctypes.c_void_p)
         mparams.n_gpu_layers = options.gpu_layers if options.device else 0
@@ -152,7 +80,7 @@ class LlamaCppBackend:
         mparams.use_extra_bufts = options.use_extra_bufts
         model = ll.llama_model_load_from_file(path.encode(), mparams)
         if not model:
-            reason = next((l.strip() for l in reversed(_capture.lines) if "error" in l.lower()), "")
+            reason = next((l.strip() for l in reversed(capture.lines) if "error" in l.lower()), "")
             raise LoadFailed(f"llama.cpp could not load {path}" + (f": {reason}" if reason else ""))
         self._model = model
         self._vocab = ll.llama_model_get_vocab(model)

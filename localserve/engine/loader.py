@@ -124,7 +124,8 @@ def _estimate_gguf(ref: ModelRef, s: Settings) -> LayeredEstimate:
 
 def _load_gguf(s: Settings, load: m.Load) -> Built:
     # Imported here so that a format's runtime is only imported when such a model loads.
-    from localserve.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions, usable_cores
+    from localserve.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
+    from localserve.backends.llama_runtime import usable_cores
     from localserve.engine.prompt_cache import PromptCache
     from localserve.engine.scheduler import Scheduler
 

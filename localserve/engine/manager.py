@@ -119,29 +119,40 @@ class ModelManager:
         ref = self._known.get(canonical_name(name)) or await self._resolve(name, allow_path)
         self._known[ref.name] = ref
         started = time.monotonic()
-        while True:
-            model = self._resident.get(ref.name)
-            if model is not None and not model.placement.answers(pin):
-                model.draining = True
-                if model.idle and not model.in_flight:
-                    self._start_unload(model)
-                await self._wait_for_change(started, ref.name, 0.05)
-                continue
-            if model is not None and not model.draining:
-                return model
-            if model is not None:  # draining for another model's swap: wait our turn
-                await self._wait_for_change(started, ref.name)
-                continue
-            if ref.name in self._unloading:  # a reload waits for the old copy's memory
-                await self._wait_for_change(started, ref.name, 0.05)
-                continue
-            task = self._loading.get(ref.name) or self._start_load(ref, started, pin)
-            self._waiters[ref.name] = self._waiters.get(ref.name, 0) + 1
-            try:
-                # Shielded: a client that leaves must not cancel the load others wait on.
-                return await asyncio.shield(task)
-            finally:
-                self._waiters[ref.name] -= 1
+        reloading: ResidentModel | None = None
+        try:
+            while True:
+                model = self._resident.get(ref.name)
+                if model is not None and not model.placement.answers(pin):
+                    reloading = model
+                    model.draining = True  # new requests wait for the copy placed anew
+                    if model.idle and not model.in_flight:
+                        self._start_unload(model)
+                    await self._wait_for_change(started, ref.name, 0.05)
+                    continue
+                if model is not None and not model.draining:
+                    return model
+                if model is not None:  # draining for another model's swap: wait our turn
+                    await self._wait_for_change(started, ref.name)
+                    continue
+                if ref.name in self._unloading:  # a reload waits for the old copy's memory
+                    await self._wait_for_change(started, ref.name, 0.05)
+                    continue
+                model = await self._await_load(ref, started, pin)
+                if model.placement.answers(pin):  # not so when another's load was under way
+                    return model
+        finally:
+            if reloading is not None and self._resident.get(ref.name) is reloading:
+                reloading.draining = False  # gave up before it went: it serves on as it is
+
+    async def _await_load(self, ref: ModelRef, started: float, pin: Pin) -> ResidentModel:
+        task = self._loading.get(ref.name) or self._start_load(ref, started, pin)
+        self._waiters[ref.name] = self._waiters.get(ref.name, 0) + 1
+        try:
+            # Shielded: a client that leaves must not cancel the load others wait on.
+            return await asyncio.shield(task)
+        finally:
+            self._waiters[ref.name] -= 1
 
     async def _resolve(self, name: str, allow_path: bool) -> ModelRef:
         if not allow_path and ("/" in name or "\\" in name):
