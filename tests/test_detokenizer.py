@@ -10,7 +10,12 @@ def test_multibyte_character_split_across_pieces_is_emitted_whole() -> None:
     assert d.feed(emoji[2:] + b"!") == "🦙!"
 
 
-def test_flush_replaces_a_dangling_partial_character() -> None:
+def test_flush_drops_a_dangling_partial_character() -> None:
     d = IncrementalDetokenizer()
-    d.feed("é".encode()[:1])
-    assert d.flush() == "\ufffd"
+    assert d.feed(b"ok " + "é".encode()[:1]) == "ok "
+    assert d.flush() == ""
+
+
+def test_invalid_bytes_inside_the_text_are_still_replaced() -> None:
+    d = IncrementalDetokenizer()
+    assert d.feed(b"a\xffb") == "a\ufffdb"

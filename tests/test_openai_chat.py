@@ -195,3 +195,26 @@ def test_penalties_are_applied_through_the_native_sampler_chain(client) -> None:
         frequency_penalty=0.5,
     )
     assert r.usage.completion_tokens == 4
+
+
+# At these caps SmolLM2's greedy Chinese answer ends inside a character (seen: 1, 4, 7 tokens).
+CHINESE = [{"role": "user", "content": "Translate to Chinese: I love my family very much."}]
+
+
+@pytest.mark.parametrize("cap", [1, 4, 7])
+def test_a_max_tokens_cut_inside_a_character_drops_it_instead_of_ending_in_u_fffd(
+    client, cap: int
+) -> None:
+    answer = client.chat.completions.create(
+        model=MODEL, messages=CHINESE, max_tokens=cap, temperature=0
+    )
+    streamed = "".join(
+        chunk.choices[0].delta.content or ""
+        for chunk in client.chat.completions.create(
+            model=MODEL, messages=CHINESE, max_tokens=cap, temperature=0, stream=True
+        )
+        if chunk.choices
+    )
+    assert answer.choices[0].finish_reason == "length"
+    assert "\ufffd" not in answer.choices[0].message.content
+    assert streamed == answer.choices[0].message.content

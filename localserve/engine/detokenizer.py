@@ -19,4 +19,8 @@ class IncrementalDetokenizer:
         return self._decoder.decode(piece, final=False)
 
     def flush(self) -> str:
-        return self._decoder.decode(b"", final=True)
+        """What is left at the end of a sequence: nothing. A character the last pieces began
+        and never finished (a `max_tokens` cut inside an emoji) is dropped, as llama.cpp's
+        server drops it, rather than ended with U+FFFD."""
+        self._decoder.reset()
+        return ""
