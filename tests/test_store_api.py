@@ -3,6 +3,7 @@ OpenAI's for /v1/models and for chatting with a model that was just pulled."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import threading
@@ -14,6 +15,7 @@ import openai
 import pytest
 
 from conftest import CLIENT_TIMEOUT_S
+from daemons import get_json, post_json
 from hub_server import Hub, sha256_of
 from store_support import SMOL_FILE, SMOL_REPO, hub, hub_env, smol_bytes  # noqa: F401 - fixtures
 
@@ -83,9 +85,38 @@ def test_show_describes_the_model_from_its_file(olla: ollama.Client) -> None:
     assert info.details.family == "llama"
     assert info.details.quantization_level == "Q4_1"
     assert info.modelinfo["general.parameter_count"] == 134515008
-    assert info.modelinfo["llama.context_length"] == 8192
+    assert info.modelinfo["llama.embedding_length"] == 576
+    assert info.modelinfo["general.basename"]
     assert "im_start" in info.template
     assert info.license == "apache-2.0"
+
+
+def test_show_gives_the_context_a_request_gets_the_same_as_ps_and_v1_models(
+    olla: ollama.Client, store_daemon
+) -> None:
+    url = store_daemon[1]
+    before = olla.show("smollm2")
+    assert before.modelinfo["llama.context_length"] == 512, "a slot's, not the 8192 trained"
+    assert before.parameters == "num_ctx 512"
+    olla.generate(model="smollm2", prompt="Hi", options={"num_predict": 1})
+    (loaded,) = olla.ps().models
+    listed = {m["id"]: m for m in get_json(f"{url}/v1/models")["data"]}
+    assert loaded.model_dump()["context_length"] == listed["smollm2"]["context_length"] == 512
+    assert olla.show("smollm2").modelinfo["llama.context_length"] == 512
+
+
+def test_show_lists_what_the_model_can_be_asked_for(olla: ollama.Client) -> None:
+    assert olla.show("smollm2").capabilities == ["completion", "embedding"]
+
+
+def test_show_takes_the_older_name_field_too(store_daemon) -> None:
+    status, body = post_json(f"{store_daemon[1]}/api/show", {"name": "smollm2"})
+    assert status == 200 and body["details"]["family"] == "llama"
+
+
+def test_list_gives_the_embedded_model_the_sha256_of_its_file(olla: ollama.Client) -> None:
+    (model,) = olla.list().models
+    assert model.digest == hashlib.sha256(smol_bytes().read_bytes()).hexdigest()
 
 
 def test_show_of_a_missing_model_is_a_404(olla: ollama.Client) -> None:

@@ -84,7 +84,8 @@ def show_command(args: argparse.Namespace) -> int:
     rows = [
         ("architecture", arch),
         ("parameters", details.get("parameter_size")),
-        ("context length", model_info.get(f"{arch}.context_length")),
+        ("context length", (info.get("localserve") or {}).get("context_length")),
+        ("context per slot", model_info.get(f"{arch}.context_length")),
         ("embedding length", model_info.get(f"{arch}.embedding_length")),
         ("quantization", details.get("quantization_level")),
         ("format", details.get("format")),

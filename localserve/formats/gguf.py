@@ -24,6 +24,7 @@ from localserve.ground.model import ModelFacts
 from localserve.ground.units import F16, F32
 
 PAD = 256  # llama.cpp rounds KV cache sizes up to this many cells
+POOLING_NONE, POOLING_RANK = 0, 4  # llama_pooling_type
 
 # llama.cpp keeps a row of logits for every output token, even in embeddings mode, and an
 # embedding step outputs every token: its output buffer grows to rows x (vocab + width) floats
@@ -71,7 +72,24 @@ def gguf_facts(path: Path | str) -> ModelFacts:
         context_length=int(header.arch_value("context_length", 0) or 0),
         has_chat_template="tokenizer.chat_template" in header.metadata,
         license=str(license_) if license_ else None,
+        embedding_length=int(header.arch_value("embedding_length", 0) or 0),
+        basename=_text(header.metadata.get("general.basename") or header.metadata.get("general.name")),
+        capabilities=_capabilities(header),
     )
+
+
+def _capabilities(header: GGUFHeader) -> tuple[str, ...]:
+    """Any generative GGUF also embeds here (its hidden states, mean-pooled, as Ollama pools
+    them); a model with a pooling type of its own is an embedding model, and only embeds;
+    a reranker (pooling RANK) does neither here."""
+    pooling = header.arch_value("pooling_type")
+    if pooling is None or int(pooling) == POOLING_NONE:
+        return ("completion", "embedding")
+    return () if int(pooling) == POOLING_RANK else ("embedding",)
+
+
+def _text(value: object) -> str | None:
+    return str(value) if isinstance(value, str) and value else None
 
 
 def gguf_chat_template(path: Path | str) -> str | None:

@@ -161,6 +161,7 @@ def onnx_facts(path: str | Path) -> ModelFacts:
         context_length=int(folder.genai["model"].get("context_length", 0) or 0),
         has_chat_template=folder.chat_template() is not None,
         license=None,
+        embedding_length=folder.n_embd,
     )
 
 

@@ -28,6 +28,10 @@ class ModelFacts:
     context_length: int
     has_chat_template: bool
     license: str | None
+    embedding_length: int = 0
+    basename: str | None = None  # general.basename (or general.name): the model's own name
+    # What it can be asked for, in Ollama's words: "completion", "embedding".
+    capabilities: tuple[str, ...] = ("completion",)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)

@@ -15,7 +15,7 @@ from localserve.ground.sampling import SamplingParams
 from localserve.engine.sequence import Sequence
 from localserve.server import validation as v
 from localserve.server.requests import chat_messages, keep_alive, model_name, read_json
-from localserve.server.state import MANAGER
+from localserve.server.state import MANAGER, context_length
 from localserve.server.streaming import open_sse, send_done, send_event
 
 
@@ -174,7 +174,8 @@ async def list_models(request: web.Request) -> web.Response:
     for m in manager.models:
         created.setdefault(m.name, int(m.loaded_at))
     data = [
-        {"id": name, "object": "model", "created": ts, "owned_by": "localserve"}
+        {"id": name, "object": "model", "created": ts, "owned_by": "localserve",
+         "context_length": context_length(request, name)}
         for name, ts in sorted(created.items())
     ]
     return web.json_response({"object": "list", "data": data})

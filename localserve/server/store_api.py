@@ -20,7 +20,7 @@ from localserve.ground.units import parameter_size
 from localserve.server import validation as v
 from localserve.server.errors import classify
 from localserve.server.requests import model_name, read_json
-from localserve.server.state import MANAGER
+from localserve.server.state import MANAGER, context_length
 from localserve.store.hub import looks_like_ref, parse_ref
 from localserve.store.importer import import_model, scan
 from localserve.store.library import Library
@@ -58,28 +58,34 @@ def _details(manifest: Manifest) -> dict[str, Any]:
 
 
 async def tags(request: web.Request) -> web.Response:
-    manifests = await _off_loop(_library(request).models)
+    library = _library(request)
+
+    def listed() -> list[tuple[Manifest, str]]:  # hashing a file in place takes a moment, once
+        return [(m, library.digest(m)) for m in library.models()]
+
     models = [
         {
             "name": str(m.name),
             "model": str(m.name),
             "modified_at": _iso(m.created_at),
             "size": m.size,
-            "digest": m.digest.removeprefix("sha256:"),
+            "digest": digest.removeprefix("sha256:"),
             "details": _details(m),
         }
-        for m in manifests
+        for m, digest in await _off_loop(listed)
     ]
     return web.json_response({"models": models})
 
 
-def _model_info(facts: dict[str, Any]) -> dict[str, Any]:
+def _model_info(facts: dict[str, Any], name: str, context: int) -> dict[str, Any]:
     arch = facts["architecture"]
     return {
         "general.architecture": arch,
+        "general.basename": facts.get("basename") or name,
         "general.parameter_count": facts["parameters"],
         "general.file_type": facts["quantization"],
-        f"{arch}.context_length": facts["context_length"],
+        f"{arch}.context_length": context,
+        f"{arch}.embedding_length": facts.get("embedding_length", 0),
     }
 
 
@@ -102,15 +108,16 @@ async def show(request: web.Request) -> web.Response:
     name = model_name(body)
     manifest, facts = await _off_loop(_library(request).show, name)
     template = facts.pop("chat_template", None) or ""
-    capabilities = ["completion"]
+    capabilities = list(facts.get("capabilities") or ["completion"])
+    context = context_length(request, manifest.name.short)
     return web.json_response(
         {
             "license": facts.get("license") or "",
             "modelfile": f"# localserve: {manifest.name}\nFROM {manifest.source}\n",
-            "parameters": "",
+            "parameters": f"num_ctx {context}",
             "template": template,
             "details": _details(manifest),
-            "model_info": _model_info(facts),
+            "model_info": _model_info(facts, manifest.name.short, context),
             "capabilities": capabilities,
             "modified_at": _iso(manifest.created_at),
             "localserve": {

@@ -14,6 +14,7 @@ from typing import Any
 from localserve.formats import chat_template, facts
 from localserve.ground.errors import BadRequest, ModelNotFound
 from localserve.store.catalog import Catalog
+from localserve.store.file_digests import file_digest
 from localserve.store.manifest import Manifest, ManifestFile
 from localserve.store.model_store import ModelStore
 from localserve.store.names import ModelName, parse_name
@@ -47,6 +48,16 @@ class Library:
             embedded=True,
             extra={"facts": facts(path, fmt).as_dict()},
         )
+
+    def digest(self, manifest: Manifest) -> str:
+        """The model's digest as Ollama's list shows it: its first blob's, or the sha256 of
+        its first file left in place (the embedded model, an import), hashed once and kept."""
+        if manifest.digest:
+            return manifest.digest
+        link = next((f.link for f in manifest.files if f.link), None)
+        if link is None or not Path(link).is_file():
+            return ""
+        return file_digest(link, self.store.root / "digests.json")
 
     def find(self, name: ModelName) -> Manifest | None:
         """A pulled or imported model wins over an embedded one of the same name."""
