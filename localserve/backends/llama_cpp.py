@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import llama_cpp as ll
 import numpy as np
 
+from localserve.backends.json_grammar import Guides
 from localserve.backends.llama_runtime import capture, device_list, ensure_backend, reported_buffers
 from localserve.formats.gguf import quantization
 from localserve.ground.model import ModelInfo
@@ -120,6 +121,7 @@ class LlamaCppBackend:
         # llama_sampler_sample spends ~150 us building a candidate list over the whole vocab.
         self._argmax_slots: set[int] = set()
         self._n_vocab = int(ll.llama_vocab_n_tokens(self._vocab))
+        self._guides = Guides(self._vocab, self._n_vocab)  # structured output, per slot
         self._pieces: dict[int, bytes] = {}
         self._piece_buf = ctypes.create_string_buffer(256)
         self._embedding_mode = False
@@ -191,17 +193,16 @@ class LlamaCppBackend:
 
     def seq_start(self, slot: int, params: SamplingParams, prompt: list[int]) -> None:
         self.seq_end(slot)
-        chain = self._build_sampler(params)
-        if params.has_penalties:
-            # Penalties look back over the prompt too, as llama.cpp's own server does.
-            for token in prompt[-params.penalty_last_n :]:
-                ll.llama_sampler_accept(chain, token)
+        chain = self._build_sampler(params, prompt)
         self._samplers[slot] = chain
+        if params.json_schema is not None:
+            self._guides.start(slot, params.json_schema)
         if params.greedy and not params.has_penalties:
             self._argmax_slots.add(slot)
 
     def seq_end(self, slot: int) -> None:
         self._argmax_slots.discard(slot)
+        self._guides.end(slot)
         chain = self._samplers.pop(slot, None)
         if chain is not None:
             ll.llama_sampler_free(chain)
@@ -241,7 +242,13 @@ class LlamaCppBackend:
         buf = (ctypes.c_uint8 * len(state)).from_buffer(state)
         return ll.llama_state_seq_set_data(self._ctx, buf, len(state), slot) > 0
 
-    def _build_sampler(self, p: SamplingParams) -> ll.llama_sampler_p:
+    def check_sampling(self, p: SamplingParams) -> None:
+        """Refuse before anything streams what the sampler could not honour: a JSON schema
+        that cannot be enforced (its grammar is kept for the sequence)."""
+        if p.json_schema is not None:
+            self._guides.check(p.json_schema)
+
+    def _build_sampler(self, p: SamplingParams, prompt: list[int]) -> ll.llama_sampler_p:
         chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
         if p.has_penalties:
             ll.llama_sampler_chain_add(
@@ -251,6 +258,9 @@ class LlamaCppBackend:
                     p.penalty_last_n, p.repeat_penalty, p.frequency_penalty, p.presence_penalty
                 ),
             )
+            # Penalties look back over the prompt too, as llama.cpp's own server does.
+            for token in prompt[-p.penalty_last_n :]:
+                ll.llama_sampler_accept(chain, token)
         if p.greedy:
             ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_greedy())
             return chain
@@ -321,16 +331,27 @@ class LlamaCppBackend:
 
     def _sample(self, sample_at: list[tuple[int, int]]) -> list[int]:
         """One token per (slot, batch index); output rows follow the batch's logits order."""
-        samplers, ctx, argmax_slots = self._samplers, self._ctx, self._argmax_slots
+        samplers, ctx, argmax_slots, guides = self._samplers, self._ctx, self._argmax_slots, self._guides
         argmax = None
-        if argmax_slots:
+        if argmax_slots or guides:
+            # A view of llama.cpp's own logits buffer: a guide's mask written here is what
+            # llama_sampler_sample reads too.
             rows = np.ctypeslib.as_array(ll.llama_get_logits(ctx), shape=(len(sample_at), self._n_vocab))
-            argmax = rows.argmax(axis=1)
-        return [
+            for row, (slot, _) in enumerate(sample_at):
+                if (guide := guides.get(slot)) is not None:
+                    guide.mask(rows[row])
+            if argmax_slots:
+                argmax = rows.argmax(axis=1)
+        tokens = [
             int(argmax[row]) if argmax is not None and slot in argmax_slots
             else ll.llama_sampler_sample(samplers[slot], ctx, i)
             for row, (slot, i) in enumerate(sample_at)
         ]
+        if guides:
+            for token, (slot, _) in zip(tokens, sample_at):
+                if (guide := guides.get(slot)) is not None:
+                    guide.consume(token)
+        return tokens
 
     def close(self) -> None:
         if self._closed:

@@ -203,6 +203,14 @@ class Worker:
 
     def _submit(self, message: m.Submit) -> None:
         reporter = self._model(message.model)
+        if message.params.json_schema is not None:
+            check = getattr(reporter.built.backend, "check_sampling", None)
+            if check is None:
+                raise BadRequest(
+                    f"model '{message.model}' ({reporter.built.backend.info.format}) does not "
+                    "support structured output", "response_format",
+                )
+            check(message.params)
         seq = Sequence(message.prompt, message.params, message.max_new_tokens, reporter)
         seq.id = message.seq
         with self._lock:

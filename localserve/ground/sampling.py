@@ -24,6 +24,8 @@ class SamplingParams:
     max_tokens: int | None = None
     stop: tuple[str, ...] = field(default_factory=tuple)
     ignore_eos: bool = False
+    # Structured output: the answer is JSON that this JSON Schema (as JSON text) accepts.
+    json_schema: str | None = None
 
     @property
     def greedy(self) -> bool:

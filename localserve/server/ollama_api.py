@@ -48,8 +48,6 @@ def ns(seconds: float) -> int:
 
 def _refuse_unsupported(body: v.JSON, chat: bool) -> None:
     """Fields whose meaning we cannot honour: a clear 400 beats an answer that ignores them."""
-    if body.get("format") not in (None, ""):
-        raise BadRequest("'format' (JSON mode and structured outputs) is not supported", "format")
     if body.get("images") or (chat and any(
         isinstance(m, dict) and m.get("images") for m in body.get("messages") or []
     )):

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from localserve.engine.placement import Pin
 from localserve.ground.sampling import SamplingParams
+from localserve.server import structured
 from localserve.server import validation as v
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ def options_from(body: v.JSON) -> OllamaOptions:
         # -1: until the window is full; -2: fill the window. Both mean no cap of our own.
         max_tokens=None if num_predict is None or num_predict < 0 else max(num_predict, 1),
         stop=v.stop_list(o),
+        json_schema=structured.from_format(body),
     )
     num_ctx = v.integer(o, "num_ctx", None, 1, _NO_LIMIT)
     num_keep = v.integer(o, "num_keep", 4, -1, _NO_LIMIT)

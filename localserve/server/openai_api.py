@@ -13,6 +13,7 @@ from localserve.ground.errors import BadRequest, EngineError
 from localserve.engine.resident import ResidentModel
 from localserve.ground.sampling import SamplingParams
 from localserve.engine.sequence import Sequence
+from localserve.server import structured
 from localserve.server import validation as v
 from localserve.server.requests import chat_messages, keep_alive, model_name, read_json
 from localserve.server.state import MANAGER, context_length
@@ -23,6 +24,11 @@ def sampling_from(body: v.JSON) -> SamplingParams:
     """OpenAI's sampling fields, plus llama.cpp's top_k, min_p and repeat_penalty extensions."""
     if v.integer(body, "n", 1, 1, 1) != 1:
         raise BadRequest("only n=1 is supported", "n")
+    # Accepted and not honoured would be worse than refused (tool calls are to come).
+    if body.get("tools"):
+        raise BadRequest("'tools' (function calling) is not supported yet", "tools")
+    if body.get("suffix"):
+        raise BadRequest("'suffix' (fill-in-the-middle) is not supported yet", "suffix")
     max_tokens = v.integer(body, "max_completion_tokens", None, 1, 1 << 30)
     if max_tokens is None:
         max_tokens = v.integer(body, "max_tokens", None, 1, 1 << 30)
@@ -38,6 +44,7 @@ def sampling_from(body: v.JSON) -> SamplingParams:
         seed=v.integer(body, "seed", None, -(1 << 63), (1 << 64) - 1),
         max_tokens=max_tokens,
         stop=stop,
+        json_schema=structured.from_response_format(body),
     )
 
 

@@ -1,0 +1,105 @@
+"""Structured output in the GGUF backend: a JSON Schema (OpenAI's `response_format`, Ollama's
+`format`) becomes a token mask, applied to a slot's logits before it samples.
+
+The engine is llguidance: it computes the set of tokens the schema allows next in tens of
+microseconds. llama.cpp's own grammar sampler (`llama_sampler_init_grammar`) checks every
+token of the vocabulary against the grammar at every step: measured here at 8 concurrent
+streams on SmolLM2 (49k tokens) it ran at 0.10x the unconstrained throughput, where the target
+is 0.9x. The mask is written into llama.cpp's logits buffer, so greedy slots keep the numpy
+argmax and the others llama.cpp's sampler chain, unchanged.
+
+A schema llguidance cannot enforce is refused with its reason, never silently loosened.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from localserve.ground.errors import BadRequest
+
+FIELD = "response_format"
+
+
+@lru_cache(maxsize=64)
+def _grammar(schema_text: str) -> str:
+    import llguidance
+
+    try:
+        schema = json.loads(schema_text)
+    except ValueError as exc:
+        raise BadRequest(f"the JSON schema is not JSON: {exc}", FIELD) from None
+    if not isinstance(schema, (dict, bool)):
+        raise BadRequest("the JSON schema must be an object", FIELD)
+    try:
+        return llguidance.LLMatcher.grammar_from_json_schema(
+            # Compact, with the spaces models write after ',' and ':': free whitespace would let
+            # a small model pad an answer with newlines until max_tokens.
+            schema, overrides={"whitespace_flexible": False, "item_separator": ", ",
+                               "key_separator": ": "},
+        )
+    except (ValueError, TypeError, RuntimeError) as exc:
+        raise BadRequest(f"the JSON schema cannot be enforced: {exc}", FIELD) from None
+
+
+class Guides:
+    """One model's structured output: its vocabulary as llguidance reads it (built once, at the
+    first constrained request: about a second for 49k tokens), and a matcher per slot."""
+
+    def __init__(self, vocab: Any, n_vocab: int) -> None:
+        self._vocab = vocab
+        self._n_vocab = n_vocab
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+        self._slots: dict[int, _Guide] = {}
+
+    def _tokenizer_ready(self) -> Any:
+        with self._lock:  # the event loop's check and the engine thread's start may race
+            if self._tokenizer is None:
+                from llguidance.llamacpp import lltokenizer_from_vocab
+
+                self._tokenizer = lltokenizer_from_vocab(self._vocab, n_vocab=self._n_vocab)
+            return self._tokenizer
+
+    def check(self, schema_text: str) -> None:
+        """BadRequest for a schema that cannot be enforced with this model's vocabulary."""
+        import llguidance
+
+        grammar = _grammar(schema_text)
+        error = llguidance.LLMatcher.validate_grammar(grammar, self._tokenizer_ready())
+        if error:
+            raise BadRequest(f"the JSON schema cannot be enforced: {error}", FIELD)
+
+    def start(self, slot: int, schema_text: str) -> None:
+        self._slots[slot] = _Guide(self._tokenizer_ready(), _grammar(schema_text), self._n_vocab)
+
+    def end(self, slot: int) -> None:
+        self._slots.pop(slot, None)
+
+    def get(self, slot: int) -> _Guide | None:
+        return self._slots.get(slot)
+
+    def __bool__(self) -> bool:
+        return bool(self._slots)
+
+
+class _Guide:
+    def __init__(self, tokenizer: Any, grammar: str, n_vocab: int) -> None:
+        import llguidance
+
+        self.matcher = llguidance.LLMatcher(tokenizer, grammar)
+        self._bits = np.full((n_vocab + 31) // 32, -1, dtype=np.int32)
+        self._n_vocab = n_vocab
+
+    def mask(self, logits: np.ndarray) -> None:
+        """Set to -inf, in place, the logits of every token the schema does not allow next."""
+        self.matcher.unsafe_compute_mask_ptr(self._bits.ctypes.data, self._bits.nbytes)
+        allowed = np.unpackbits(self._bits.view(np.uint8), bitorder="little")[: self._n_vocab]
+        logits[allowed == 0] = -np.inf
+
+    def consume(self, token: int) -> None:
+        self.matcher.consume_token(token)
