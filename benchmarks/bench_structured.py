@@ -2,7 +2,7 @@
 schema against the same requests unconstrained, on SmolLM2 and Gemma 3, in one daemon each.
 
 The schema becomes a token mask (llguidance), applied to each constrained slot's logits before
-it samples (backends/json_grammar.py). Rounds alternate constrained and free, so both see the
+it samples (backends/guides.py). Rounds alternate constrained and free, so both see the
 same machine; the figure is the median over rounds. The issue's target: constrained >= 0.9x.
 
     python benchmarks/bench_structured.py            # writes docs/benchmarks.md

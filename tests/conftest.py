@@ -13,6 +13,7 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import pytest
 
@@ -55,6 +56,16 @@ def start_daemon(
             f"--- daemon log ({exc.log_path}) ---\n{exc.log}",
             pytrace=False,
         )
+
+
+@contextmanager
+def running_daemon(args: Sequence[str]) -> Iterator[tuple[subprocess.Popen, str]]:
+    """A daemon for a fixture of wider scope than a test: started, yielded, stopped."""
+    proc, url = start_daemon(args)
+    try:
+        yield proc, url
+    finally:
+        stop_daemon(proc)
 
 
 @pytest.fixture(scope="session")

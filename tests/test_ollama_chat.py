@@ -52,10 +52,3 @@ def test_an_unknown_model_raises_response_error_404(ollama_client: ollama.Client
     with pytest.raises(ollama.ResponseError) as err:
         ollama_client.chat(model="no-such-model", messages=HELLO)
     assert err.value.status_code == 404
-
-
-def test_tools_are_refused_with_400_rather_than_ignored(ollama_client: ollama.Client) -> None:
-    tool = {"type": "function", "function": {"name": "f", "description": "d", "parameters": {}}}
-    with pytest.raises(ollama.ResponseError) as err:
-        ollama_client.chat(model=MODEL, messages=HELLO, tools=[tool])
-    assert err.value.status_code == 400

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import openai
 import pytest
 
-from conftest import CLIENT_TIMEOUT_S, start_daemon, stop_daemon
+from conftest import CLIENT_TIMEOUT_S, running_daemon
 from helpers import COPY_WORDS, assert_capped_at, copy_prompt, raw_request, words_in
 from onnx_model import MODEL_NAME, ensure_model
 
@@ -24,11 +24,8 @@ CAPITAL = [{"role": "user", "content": "What is the capital of France?"}]
 @pytest.fixture(scope="module")
 def onnx_daemon() -> Iterator[tuple[subprocess.Popen, str]]:
     folder = ensure_model()
-    proc, url = start_daemon(["--model", str(folder), "--parallel", "8", "--ctx", "1024"])
-    try:
-        yield proc, url
-    finally:
-        stop_daemon(proc)
+    with running_daemon(["--model", str(folder), "--parallel", "8", "--ctx", "1024"]) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
@@ -127,3 +124,15 @@ def test_sampled_requests_with_mixed_settings_share_a_batch(client: openai.OpenA
     for response in responses:
         assert response.choices[0].message.content
         assert response.choices[0].finish_reason in ("stop", "length")
+
+
+@pytest.mark.parametrize("extra, field", [
+    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required"},
+     "tools"),
+])  # fmt: skip
+def test_constrained_answers_are_a_400_on_onnx_models(client: openai.OpenAI, extra, field) -> None:
+    # onnxruntime-genai gives no logits to mask: refused, never answered unconstrained.
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model=MODEL_NAME, messages=CAPITAL, max_tokens=8, **extra)
+    assert caught.value.body["param"] == field and "does not support" in caught.value.message

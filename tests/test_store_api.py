@@ -97,7 +97,7 @@ def test_show_gives_the_context_a_request_gets_the_same_as_ps_and_v1_models(
     url = store_daemon[1]
     before = olla.show("smollm2")
     assert before.modelinfo["llama.context_length"] == 512, "a slot's, not the 8192 trained"
-    assert before.parameters == "num_ctx 512"
+    assert before.parameters == 'num_ctx 512\nstop "<|im_end|>"'
     olla.generate(model="smollm2", prompt="Hi", options={"num_predict": 1})
     (loaded,) = olla.ps().models
     listed = {m["id"]: m for m in get_json(f"{url}/v1/models")["data"]}

@@ -115,12 +115,6 @@ def test_an_unknown_response_format_type_is_a_400(client) -> None:
         openai_json(client, {"type": "xml"})
 
 
-def test_tools_are_refused_on_the_openai_face_rather_than_ignored(client) -> None:
-    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
-    with pytest.raises(openai.BadRequestError, match="tools"):
-        client.chat.completions.create(model=MODEL, messages=ASK, tools=[tool], max_tokens=5)
-
-
 class Pet(BaseModel):
     name: str
     kind: Literal["cat", "dog"]

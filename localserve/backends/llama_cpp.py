@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import llama_cpp as ll
 import numpy as np
 
-from localserve.backends.json_grammar import Guides
+from localserve.backends.guides import Guides
 from localserve.backends.llama_runtime import capture, device_list, ensure_backend, reported_buffers
 from localserve.formats.gguf import quantization
 from localserve.ground.model import ModelInfo
@@ -121,7 +121,7 @@ class LlamaCppBackend:
         # llama_sampler_sample spends ~150 us building a candidate list over the whole vocab.
         self._argmax_slots: set[int] = set()
         self._n_vocab = int(ll.llama_vocab_n_tokens(self._vocab))
-        self._guides = Guides(self._vocab, self._n_vocab)  # structured output, per slot
+        self._guides = Guides(self._vocab, self._n_vocab)  # constrained answers, per slot
         self._pieces: dict[int, bytes] = {}
         self._piece_buf = ctypes.create_string_buffer(256)
         self._embedding_mode = False
@@ -144,7 +144,16 @@ class LlamaCppBackend:
             quantization=quantization(self._meta("general.file_type")),
             n_params=int(ll.llama_model_n_params(model)),
             n_embd=int(ll.llama_model_n_embd(model)),
+            fim=self._fim_tokens(),
+            fim_repo=(int(ll.llama_vocab_fim_rep(self._vocab)), int(ll.llama_vocab_fim_sep(self._vocab))),
         )
+
+    def _fim_tokens(self) -> tuple[int, int, int] | None:
+        """llama.cpp's FIM ids: the GGUF keys, else the family's known token texts; -1 is none,
+        and a model lacking any of the three cannot fill in the middle."""
+        v = self._vocab
+        ids = (int(ll.llama_vocab_fim_pre(v)), int(ll.llama_vocab_fim_suf(v)), int(ll.llama_vocab_fim_mid(v)))
+        return ids if min(ids) >= 0 else None
 
     def _meta(self, key: str) -> str | None:
         buf = ctypes.create_string_buffer(256)
@@ -195,9 +204,9 @@ class LlamaCppBackend:
         self.seq_end(slot)
         chain = self._build_sampler(params, prompt)
         self._samplers[slot] = chain
-        if params.json_schema is not None:
-            self._guides.start(slot, params.json_schema)
-        if params.greedy and not params.has_penalties:
+        if params.grammar is not None:
+            self._guides.start(slot, params.grammar)
+        if params.greedy and not params.has_penalties and not params.infill:
             self._argmax_slots.add(slot)
 
     def seq_end(self, slot: int) -> None:
@@ -245,8 +254,8 @@ class LlamaCppBackend:
     def check_sampling(self, p: SamplingParams) -> None:
         """Refuse before anything streams what the sampler could not honour: a JSON schema
         that cannot be enforced (its grammar is kept for the sequence)."""
-        if p.json_schema is not None:
-            self._guides.check(p.json_schema)
+        if p.grammar is not None:
+            self._guides.check(p.grammar)
 
     def _build_sampler(self, p: SamplingParams, prompt: list[int]) -> ll.llama_sampler_p:
         chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
@@ -261,7 +270,7 @@ class LlamaCppBackend:
             # Penalties look back over the prompt too, as llama.cpp's own server does.
             for token in prompt[-p.penalty_last_n :]:
                 ll.llama_sampler_accept(chain, token)
-        if p.greedy:
+        if p.greedy and not p.infill:
             ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_greedy())
             return chain
         if p.top_k > 0:
@@ -270,6 +279,11 @@ class LlamaCppBackend:
             ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_p(p.top_p, 1))
         if p.min_p > 0.0:
             ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_min_p(p.min_p, 1))
+        if p.infill:
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_infill(self._vocab))
+            if p.greedy:
+                ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_greedy())
+                return chain
         ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_temp(p.temperature))
         seed = ll.LLAMA_DEFAULT_SEED if p.seed is None else p.seed & 0xFFFFFFFF
         ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_dist(seed))

@@ -70,13 +70,19 @@ class ChatTemplate:
         self._bos = bos_text
         self._eos = eos_text
 
-    def render(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> str:
+    def render(
+        self, messages: list[dict[str, Any]], add_generation_prompt: bool = True,
+        **variables: Any,
+    ) -> str:
+        """`variables` are the other names Hugging Face templates read: `tools` (a list of
+        {"type": "function", "function": {...}}), `enable_thinking`."""
         try:
             return self._template.render(
                 messages=messages,
                 add_generation_prompt=add_generation_prompt,
                 bos_token=self._bos,
                 eos_token=self._eos,
+                **variables,
             )
         except TemplateError as exc:
             raise BadRequest(f"the model's chat template rejected the messages: {exc}", "messages")

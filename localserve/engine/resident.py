@@ -54,11 +54,16 @@ class ResidentModel:
         """No request holds it and its batcher has nothing running or waiting."""
         return self.in_flight == 0 and self.runner.busy == 0
 
-    def render_chat(self, messages: list[dict[str, Any]]) -> str:
-        return self.template.render(messages, add_generation_prompt=True)
+    def render_chat(self, messages: list[dict[str, Any]], **variables: Any) -> str:
+        return self.template.render(messages, add_generation_prompt=True, **variables)
 
-    async def encode_chat(self, messages: list[dict[str, Any]]) -> list[int]:
-        text = self.render_chat(messages)
+    async def encode_chat(self, messages: list[dict[str, Any]], **variables: Any) -> list[int]:
+        """The conversation rendered by the model's template (`variables` as render takes
+        them: tools, enable_thinking) and tokenized."""
+        return await self.encode_rendered(self.render_chat(messages, **variables))
+
+    async def encode_rendered(self, text: str) -> list[int]:
+        """A prompt the chat template wrote, tokenized."""
         # The template already wrote any BOS it wants; only add one if it did not.
         add_special = self.info.add_bos and not (
             self.info.bos_text and text.startswith(self.info.bos_text)

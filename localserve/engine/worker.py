@@ -203,12 +203,14 @@ class Worker:
 
     def _submit(self, message: m.Submit) -> None:
         reporter = self._model(message.model)
-        if message.params.json_schema is not None:
+        grammar = message.params.grammar
+        if grammar is not None:
             check = getattr(reporter.built.backend, "check_sampling", None)
             if check is None:
+                what = "structured output" if grammar.kind == "json_schema" else "tool calls"
                 raise BadRequest(
                     f"model '{message.model}' ({reporter.built.backend.info.format}) does not "
-                    "support structured output", "response_format",
+                    f"support {what}", grammar.field,
                 )
             check(message.params)
         seq = Sequence(message.prompt, message.params, message.max_new_tokens, reporter)

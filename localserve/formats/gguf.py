@@ -18,8 +18,10 @@ from pathlib import Path
 from gguf.constants import LlamaFileType
 
 from localserve.formats.errors import BadModelFile
-from localserve.formats.gguf_header import BadGGUF, GGUFHeader, read_header
+from localserve.formats.gguf_fim import TOKENS, fim_texts
+from localserve.formats.gguf_header import BadGGUF, GGUFHeader, read_header, string_at
 from localserve.formats.offload import INPUT, LayeredEstimate
+from localserve.ground.call_formats import call_format, thinks
 from localserve.ground.model import ModelFacts
 from localserve.ground.units import F16, F32
 
@@ -75,7 +77,20 @@ def gguf_facts(path: Path | str) -> ModelFacts:
         embedding_length=int(header.arch_value("embedding_length", 0) or 0),
         basename=_text(header.metadata.get("general.basename") or header.metadata.get("general.name")),
         capabilities=_capabilities(header),
+        fim_tokens=fim_texts(header),
+        stop_tokens=_stop_tokens(header),
     )
+
+
+def _stop_tokens(header: GGUFHeader) -> tuple[str, ...]:
+    texts = []
+    for key in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"):
+        token_id = header.metadata.get(key)
+        if isinstance(token_id, int) and not isinstance(token_id, bool):
+            text = string_at(header, TOKENS, token_id)
+            if text and text not in texts:
+                texts.append(text)
+    return tuple(texts)
 
 
 def _capabilities(header: GGUFHeader) -> tuple[str, ...]:
@@ -84,8 +99,22 @@ def _capabilities(header: GGUFHeader) -> tuple[str, ...]:
     a reranker (pooling RANK) does neither here."""
     pooling = header.arch_value("pooling_type")
     if pooling is None or int(pooling) == POOLING_NONE:
-        return ("completion", "embedding")
+        return ("completion", *_insert(header), *_chat(header), "embedding")
     return () if int(pooling) == POOLING_RANK else ("embedding",)
+
+
+def _insert(header: GGUFHeader) -> tuple[str, ...]:
+    """Ollama's "insert" (fill-in-the-middle) for a model whose FIM tokens llama.cpp will find."""
+    return ("insert",) if fim_texts(header) is not None else ()
+
+
+def _chat(header: GGUFHeader) -> tuple[str, ...]:
+    """Ollama's "tools" and "thinking", from the chat template: "tools" where it renders them in
+    a family whose calls we parse (any model still takes tools, through the generic prompt)."""
+    template = header.metadata.get("tokenizer.chat_template")
+    template = template if isinstance(template, str) else None
+    tools = ("tools",) if call_format(template).native else ()
+    return (*tools, *(("thinking",) if thinks(template) else ()))
 
 
 def _text(value: object) -> str | None:

@@ -45,6 +45,9 @@ class GGUFHeader:
     version: int
     metadata: dict[str, Any] = field(default_factory=dict)
     array_lengths: dict[str, int] = field(default_factory=dict)
+    # Where each array's contents lie in the file (start, end): a few are searched later
+    # (`find_strings`, `string_at`) without parsing every element now.
+    array_spans: dict[str, tuple[int, int]] = field(default_factory=dict)
     tensors: list[TensorInfo] = field(default_factory=list)
 
     @property
@@ -151,7 +154,9 @@ def _read_header(path: str) -> GGUFHeader:
             if vtype == _ARRAY:
                 etype, count = r.unpack("<I"), r.unpack("<Q")
                 header.array_lengths[key] = count
+                start = r.pos
                 r.skip_array(etype, count)
+                header.array_spans[key] = (start, r.pos)
             else:
                 header.metadata[key] = r.value(vtype)
         for _ in range(n_tensors):
@@ -183,3 +188,33 @@ def _tensor_info(r: _Reader) -> TensorInfo:
     if n_elements % block:
         raise BadGGUF(f"tensor '{name}' has {n_elements} elements, not a multiple of {block}")
     return TensorInfo(name, ggml_type, n_elements, n_elements // block * type_size, offset)
+
+
+# -- strings inside an array, read on demand -------------------------------------------------------
+
+
+def find_strings(header: GGUFHeader, key: str, texts: tuple[str, ...]) -> set[str]:
+    """Which of `texts` are elements of the string array `key` (a vocabulary: a few known
+    token texts), found in the file without decoding the array's other strings."""
+    span = header.array_spans.get(key)
+    if span is None:
+        return set()
+    with open(header.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        # An element is its u64 length and its bytes: searching for both keeps a text from
+        # matching inside a longer token.
+        return {t for t in texts if data.find(_U64.pack(len(t.encode())) + t.encode(), *span) >= 0}
+
+
+def string_at(header: GGUFHeader, key: str, index: int) -> str | None:
+    """Element `index` of the string array `key` (a token's text by id), or None."""
+    span = header.array_spans.get(key)
+    if span is None or not 0 <= index < header.array_lengths.get(key, 0):
+        return None
+    with open(header.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        pos, end = span
+        for _ in range(index):
+            pos += 8 + _U64.unpack_from(data, pos)[0]
+        n = _U64.unpack_from(data, pos)[0]
+        if pos + 8 + n > end:
+            return None
+        return data[pos + 8 : pos + 8 + n].decode("utf-8", errors="replace")

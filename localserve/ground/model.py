@@ -32,6 +32,10 @@ class ModelFacts:
     basename: str | None = None  # general.basename (or general.name): the model's own name
     # What it can be asked for, in Ollama's words: "completion", "embedding".
     capabilities: tuple[str, ...] = ("completion",)
+    # The texts of its fill-in-the-middle tokens (prefix, suffix, middle); None: it has none.
+    fim_tokens: tuple[str, str, str] | None = None
+    # The texts of the tokens that end its turn (end of sequence, end of turn): Ollama's `stop`.
+    stop_tokens: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -56,3 +60,8 @@ class ModelInfo:
     quantization: str = "unknown"
     n_params: int = 0
     n_embd: int = 0
+    # Fill-in-the-middle: the (prefix, suffix, middle) token ids, as llama.cpp finds them (the
+    # GGUF's fim_*_token_id keys, or the family's known token texts); None: it cannot fill.
+    fim: tuple[int, int, int] | None = None
+    # The repo-level FIM tokens (repo name, file separator) for /infill's extra files; -1: none.
+    fim_repo: tuple[int, int] = (-1, -1)

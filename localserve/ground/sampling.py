@@ -5,6 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+# Compact JSON, with the spaces models write after ',' and ':': free whitespace would let a
+# small model pad an answer with newlines until max_tokens. llguidance's JSON options.
+JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """What a constrained answer must match; the worker compiles it (backends/guides.py).
+
+    `kind` is "json_schema" (`text` is the schema as JSON: structured output) or "lark"
+    (llguidance's Lark: tool calls); `field` is the request field an error about it names.
+    """
+
+    kind: str
+    text: str
+    field: str
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """What a request asks of the sampler and of the stopping rules.
@@ -24,8 +42,11 @@ class SamplingParams:
     max_tokens: int | None = None
     stop: tuple[str, ...] = field(default_factory=tuple)
     ignore_eos: bool = False
-    # Structured output: the answer is JSON that this JSON Schema (as JSON text) accepts.
-    json_schema: str | None = None
+    # llama.cpp's infill sampler after top-k/top-p/min-p (its /infill's "samplers" ask for it):
+    # it ends a fill where ending is likelier than any text, and merges tokens sharing a prefix.
+    infill: bool = False
+    # Structured output and tool calls: the answer is one this grammar accepts.
+    grammar: Grammar | None = None
 
     @property
     def greedy(self) -> bool:

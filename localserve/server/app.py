@@ -10,7 +10,9 @@ from aiohttp import web
 
 from localserve import __version__
 from localserve.engine.manager import ModelManager
-from localserve.server import admin_api, embeddings_api, ollama_api, openai_api, store_api
+from localserve.server import (
+    admin_api, embeddings_api, infill_api, ollama_api, openai_api, store_api,
+)
 from localserve.server.errors import error_response
 from localserve.server.state import MANAGER
 
@@ -51,4 +53,5 @@ def build_app(manager: ModelManager) -> web.Application:
     ollama_api.add_routes(app)
     embeddings_api.add_routes(app)
     store_api.add_routes(app)
+    infill_api.add_routes(app)
     return app

@@ -21,7 +21,10 @@ from localserve.ground.units import KeepAlive
 from localserve.engine.placement import Pin
 from localserve.engine.resident import ResidentModel
 from localserve.engine.sequence import Sequence
-from localserve.server import ollama_template
+from localserve.server import fim, ollama_template
+from localserve.server.answer_parser import AnswerParser, Parsed
+from localserve.server.chat_plan import ChatPlan, plan_chat
+from localserve.server.tool_calls import read_tools
 from localserve.server import validation as v
 from localserve.server.ollama_options import (
     OllamaOptions,
@@ -52,12 +55,10 @@ def _refuse_unsupported(body: v.JSON, chat: bool) -> None:
         isinstance(m, dict) and m.get("images") for m in body.get("messages") or []
     )):
         raise BadRequest("images are not supported: the models served here read text", "images")
-    if body.get("tools"):
-        raise BadRequest("'tools' is not supported", "tools")
-    if body.get("think") not in (None, False):
-        raise BadRequest(f"'{body.get('model')}' does not support thinking", "think")
-    if body.get("suffix"):
-        raise BadRequest("'suffix' (fill-in-the-middle) is not supported", "suffix")
+    if body.get("tools") and not chat:
+        raise BadRequest("'tools' are taken by /api/chat, not /api/generate", "tools")
+    if body.get("suffix") and chat:
+        raise BadRequest("'suffix' is taken by /api/generate, not /api/chat", "suffix")
 
 
 class OllamaGeneration:
@@ -78,23 +79,34 @@ class OllamaGeneration:
         _refuse_unsupported(body, self.chat)
         if self._is_empty(body):
             return await self._load_or_unload(stay, opts.pin)
+        tools = read_tools(body) if self.chat else None
+        think = _think(body)
         manager = self.request.app[MANAGER]
         async with manager.acquire(self.name, stay, opts.pin) as model:
             self.load_s = time.monotonic() - self.started
             ctx = window(model.name, opts.num_ctx, model.info.n_ctx_slot)
-            tokens = await self._encode(model, body, opts, ctx)
-            params = answer_room(opts.params, len(tokens), ctx)
+            plan = plan_chat(model, tools, think)
+            tokens = await self._encode(model, plan, body, opts, ctx)
+            params = plan.constrain(answer_room(opts.params, len(tokens), ctx))
+            # A raw prompt or a template of the request's own is not the model's: no thinking.
+            parser = AnswerParser() if self._untemplated(body) else plan.parser()
             field = "messages" if self.chat else "prompt"
             async with model.generation(tokens, params, field) as seq:
                 self.context = None if self.chat or body.get("raw") else tokens
                 if stream:
-                    return await self._stream(seq)
-                return await self._collect(seq)
+                    return await self._stream(seq, parser)
+                return await self._collect(seq, parser)
+
+    def _untemplated(self, body: v.JSON) -> bool:
+        return not self.chat and bool(
+            v.boolean(body, "raw", False) or v.string(body, "template") or fim.suffix_of(body)
+        )
 
     def _is_empty(self, body: v.JSON) -> bool:
         if self.chat:
             return not body.get("messages")
-        return not v.string(body, "prompt") and not body.get("context")
+        # A suffix alone is a fill at the start of a file, not a load.
+        return not v.string(body, "prompt") and not body.get("context") and not fim.suffix_of(body)
 
     async def _load_or_unload(self, stay: KeepAlive, pin: Pin) -> web.Response:
         manager = self.request.app[MANAGER]
@@ -111,21 +123,24 @@ class OllamaGeneration:
     # -- the prompt ---------------------------------------------------------------------------
 
     async def _encode(
-        self, model: ResidentModel, body: v.JSON, opts: OllamaOptions, ctx: int
+        self, model: ResidentModel, plan: ChatPlan, body: v.JSON, opts: OllamaOptions, ctx: int
     ) -> list[int]:
         if self.chat:
-            return await self._encode_chat(model, chat_messages(body), opts, ctx)
+            return await self._encode_chat(plan, chat_messages(body), opts, ctx)
         prompt = v.string(body, "prompt") or ""
         system = v.string(body, "system")
         template = v.string(body, "template")
-        if v.boolean(body, "raw", False):
+        fill = fim.ollama_fill(body)  # a suffix: fill-in-the-middle, raw or not (server/fim.py)
+        if fill is not None:
+            tokens = (await fim.encode(model, fill, window=ctx)).tokens
+        elif v.boolean(body, "raw", False):
             tokens = await model.encode_text(prompt) if prompt else []
         elif template:
             tokens = await model.encode_text(ollama_template.render(template, system or "", prompt))
         else:
             messages = [{"role": "system", "content": system}] if system else []
             messages.append({"role": "user", "content": prompt})
-            tokens = await model.encode_chat(messages)
+            tokens = await plan.encode(messages)
         context = body.get("context") or []
         if not isinstance(context, list) or not all(isinstance(t, int) for t in context):
             raise BadRequest("'context' must be a list of token ids", "context")
@@ -135,17 +150,17 @@ class OllamaGeneration:
         return fit_prompt(tokens, ctx, opts.num_keep)
 
     async def _encode_chat(
-        self, model: ResidentModel, messages: list[dict[str, Any]], opts: OllamaOptions, ctx: int
+        self, plan: ChatPlan, messages: list[dict[str, Any]], opts: OllamaOptions, ctx: int
     ) -> list[int]:
         """As Ollama does, drop the oldest turns (never a system message nor the last one)
         until the conversation fits the window."""
-        tokens = await model.encode_chat(messages)
+        tokens = await plan.encode(messages)
         while len(tokens) >= ctx:
             oldest = next((i for i, m in enumerate(messages[:-1]) if m["role"] != "system"), None)
             if oldest is None:
                 break
             messages = messages[:oldest] + messages[oldest + 1 :]
-            tokens = await model.encode_chat(messages)
+            tokens = await plan.encode(messages)
         return fit_prompt(tokens, ctx, opts.num_keep)
 
     # -- the answer ---------------------------------------------------------------------------
@@ -153,17 +168,28 @@ class OllamaGeneration:
     def _head(self) -> dict[str, Any]:
         return {"model": self.name, "created_at": created_at()}
 
-    def _piece(self, text: str) -> dict[str, Any]:
+    def _piece(self, text: str, answer: Parsed | None = None) -> dict[str, Any]:
+        """An answer's piece: its content, and its thinking and tool calls (arguments as an
+        object, as Ollama writes them) when it has any."""
+        extra: dict[str, Any] = {}
+        if answer is not None and answer.thinking:
+            extra["thinking"] = answer.thinking
         if self.chat:
-            return {"message": {"role": "assistant", "content": text}}
-        return {"response": text}
+            message: dict[str, Any] = {"role": "assistant", "content": text, **extra}
+            if answer is not None and answer.calls:
+                message["tool_calls"] = [
+                    {"function": {"index": c.index, "name": c.name, "arguments": c.arguments}}
+                    for c in answer.calls
+                ]
+            return {"message": message}
+        return {"response": text, **extra}
 
-    def _final(self, seq: Sequence, text: str) -> dict[str, Any]:
+    def _final(self, seq: Sequence, answer: Parsed) -> dict[str, Any]:
         end = seq.finished_at or time.monotonic()
         first = seq.first_token_at or end
         body: dict[str, Any] = {
             **self._head(),
-            **self._piece(text),
+            **self._piece(answer.content, answer),
             "done": True,
             "done_reason": "length" if seq.finish_reason == "length" else "stop",
         }
@@ -179,15 +205,15 @@ class OllamaGeneration:
         )
         return body
 
-    async def _collect(self, seq: Sequence) -> web.Response:
+    async def _collect(self, seq: Sequence, parser: AnswerParser) -> web.Response:
         parts: list[str] = []
         async for delta in seq.stream():
             if delta.error:
                 raise EngineError(delta.error)
             parts.append(delta.text)
-        return web.json_response(self._final(seq, "".join(parts)))
+        return web.json_response(self._final(seq, parser.feed("".join(parts), final=True)))
 
-    async def _stream(self, seq: Sequence) -> web.StreamResponse:
+    async def _stream(self, seq: Sequence, parser: AnswerParser) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         await response.prepare(self.request)
         async for delta in seq.stream():
@@ -195,15 +221,25 @@ class OllamaGeneration:
                 # Ollama's clients raise ResponseError on an object with an "error" key.
                 await _send(response, {"error": delta.error})
                 break
-            if delta.text and delta.finish_reason is None:
-                await _send(response, {**self._head(), **self._piece(delta.text), "done": False})
-            elif delta.finish_reason is not None:
-                if delta.text:
-                    await _send(response, {**self._head(), **self._piece(delta.text),
-                                           "done": False})
-                await _send(response, self._final(seq, ""))
+            finished = delta.finish_reason is not None
+            piece = parser.feed(delta.text, final=finished)
+            if piece:
+                await _send(response, {**self._head(), **self._piece(piece.content, piece),
+                                       "done": False})  # fmt: skip
+            if finished:
+                await _send(response, self._final(seq, Parsed()))
         await response.write_eof()
         return response
+
+
+def _think(body: v.JSON) -> bool | None:
+    """Ollama's `think`: true or false, or a level ("high", "medium", "low") that means true."""
+    think = body.get("think")
+    if think is None or isinstance(think, bool):
+        return think
+    if think in ("high", "medium", "low"):
+        return True
+    raise BadRequest("'think' must be true, false, 'high', 'medium' or 'low'", "think")
 
 
 async def _send(response: web.StreamResponse, obj: dict[str, Any]) -> None:

@@ -4,8 +4,8 @@ Ollama's defaults differ from OpenAI's (top_p 0.9, min_p 0, repeat_penalty 1.1 o
 64 tokens), and an Ollama user expects them: they are what `ollama run` gives.
 
 `num_ctx` asks for a context window. Ours is fixed per slot at load (no request allocates KV),
-so a larger `num_ctx` is capped to a slot's context, as Ollama itself caps it to what the model
-can hold; a smaller one is honoured. A prompt that does not fit is not refused, as Ollama's
+so a `num_ctx` up to a slot's context is honoured and a larger one refused with a 400 that
+gives the figure (the one /api/show, /api/ps and /v1/models report). A prompt that does not fit is not refused, as Ollama's
 runner does not refuse it: it keeps the first `num_keep` tokens and the most recent ones. Ollama
 then shifts the window while it generates; we cannot, so the prompt is cut to half the window to
 leave the answer room, and the answer ends with done_reason "length" when the window is full.
@@ -17,6 +17,7 @@ import logging
 from dataclasses import dataclass, replace
 
 from localserve.engine.placement import Pin
+from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import SamplingParams
 from localserve.server import structured
 from localserve.server import validation as v
@@ -24,7 +25,6 @@ from localserve.server import validation as v
 log = logging.getLogger(__name__)
 
 _NO_LIMIT = (1 << 31) - 1
-_warned_num_ctx: set[tuple[str, int]] = set()
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def options_from(body: v.JSON) -> OllamaOptions:
         # -1: until the window is full; -2: fill the window. Both mean no cap of our own.
         max_tokens=None if num_predict is None or num_predict < 0 else max(num_predict, 1),
         stop=v.stop_list(o),
-        json_schema=structured.from_format(body),
+        grammar=structured.from_format(body),
     )
     num_ctx = v.integer(o, "num_ctx", None, 1, _NO_LIMIT)
     num_keep = v.integer(o, "num_keep", 4, -1, _NO_LIMIT)
@@ -76,16 +76,17 @@ def placement_pin(o: v.JSON) -> Pin:
 
 
 def window(model: str, num_ctx: int | None, slot_ctx: int) -> int:
-    """The context a request gets: its num_ctx, capped to a slot's context."""
+    """The context a request gets: its num_ctx, up to a slot's context. Above it, a 400: an
+    answer that silently had less room than asked would be worse."""
     if num_ctx is None:
         return slot_ctx
-    if num_ctx > slot_ctx and (model, num_ctx) not in _warned_num_ctx:
-        _warned_num_ctx.add((model, num_ctx))
-        log.warning(
-            "num_ctx %d for %s is larger than a slot's context (%d tokens); using %d. Start the "
-            "daemon with a larger --ctx for longer contexts", num_ctx, model, slot_ctx, slot_ctx,
+    if num_ctx > slot_ctx:
+        raise BadRequest(
+            f"num_ctx {num_ctx} is larger than a slot's context for '{model}' ({slot_ctx} tokens, "
+            "as /api/show reports it); ask for at most that, or start the daemon with a larger "
+            "--ctx", "num_ctx",
         )
-    return min(num_ctx, slot_ctx)
+    return num_ctx
 
 
 def fit_prompt(tokens: list[int], ctx: int, num_keep: int) -> list[int]:

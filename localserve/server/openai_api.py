@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from typing import Any
@@ -13,7 +14,10 @@ from localserve.ground.errors import BadRequest, EngineError
 from localserve.engine.resident import ResidentModel
 from localserve.ground.sampling import SamplingParams
 from localserve.engine.sequence import Sequence
-from localserve.server import structured
+from localserve.server import fim, structured
+from localserve.server.answer_parser import AnswerParser, Call, Parsed
+from localserve.server.chat_plan import plan_chat, template_kwargs
+from localserve.server.tool_calls import read_tools
 from localserve.server import validation as v
 from localserve.server.requests import chat_messages, keep_alive, model_name, read_json
 from localserve.server.state import MANAGER, context_length
@@ -24,11 +28,6 @@ def sampling_from(body: v.JSON) -> SamplingParams:
     """OpenAI's sampling fields, plus llama.cpp's top_k, min_p and repeat_penalty extensions."""
     if v.integer(body, "n", 1, 1, 1) != 1:
         raise BadRequest("only n=1 is supported", "n")
-    # Accepted and not honoured would be worse than refused (tool calls are to come).
-    if body.get("tools"):
-        raise BadRequest("'tools' (function calling) is not supported yet", "tools")
-    if body.get("suffix"):
-        raise BadRequest("'suffix' (fill-in-the-middle) is not supported yet", "suffix")
     max_tokens = v.integer(body, "max_completion_tokens", None, 1, 1 << 30)
     if max_tokens is None:
         max_tokens = v.integer(body, "max_tokens", None, 1, 1 << 30)
@@ -44,7 +43,7 @@ def sampling_from(body: v.JSON) -> SamplingParams:
         seed=v.integer(body, "seed", None, -(1 << 63), (1 << 64) - 1),
         max_tokens=max_tokens,
         stop=stop,
-        json_schema=structured.from_response_format(body),
+        grammar=structured.from_response_format(body),
     )
 
 
@@ -57,8 +56,20 @@ def usage(seq: Sequence) -> dict[str, Any]:
     }
 
 
-def finish_reason(seq: Sequence) -> str:
-    return "length" if seq.finish_reason == "length" else "stop"
+def finish_reason(seq: Sequence, calls: list[Call]) -> str:
+    if seq.finish_reason == "length":
+        return "length"
+    return "tool_calls" if calls else "stop"
+
+
+def tool_call(call: Call, streamed: bool) -> dict[str, Any]:
+    """A call as OpenAI writes it: arguments as JSON text. A streamed call comes in two deltas
+    under its index: the id, type and name first, then the arguments."""
+    function = {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}
+    if streamed:
+        function["arguments"] = ""
+        return {"index": call.index, "id": call.id, "type": "function", "function": function}
+    return {"id": call.id, "type": "function", "function": function}
 
 
 class Generation:
@@ -76,22 +87,33 @@ class Generation:
         stream = v.boolean(body, "stream", False)
         include_usage = v.boolean(v.obj(body, "stream_options"), "include_usage", False)
         params = sampling_from(body)
+        suffix = fim.suffix_of(body, allowed=not self.chat)
         if self.chat:
             messages = chat_messages(body)
+            tools = read_tools(body)
+            variables = template_kwargs(body)
         else:
             prompt = body.get("prompt")
         manager = self.request.app[MANAGER]
         async with manager.acquire(name, keep_alive(body)) as model:
             if self.chat:
-                tokens = await model.encode_chat(messages)
+                plan = plan_chat(model, tools, None, variables)
+                tokens = await plan.encode(messages)
+                params = plan.constrain(params)
+                parser = plan.parser()
             else:
-                tokens = await self._encode_prompt(model, prompt)
+                tokens = await self._encode_prompt(model, prompt, suffix)
+                parser = AnswerParser()
             async with model.generation(tokens, params, "messages" if self.chat else "prompt") as seq:
                 if stream:
-                    return await self._stream(model, seq, include_usage)
-                return await self._collect(model, seq)
+                    return await self._stream(model, seq, parser, include_usage)
+                return await self._collect(model, seq, parser)
 
-    async def _encode_prompt(self, model: ResidentModel, prompt: Any) -> list[int]:
+    async def _encode_prompt(
+        self, model: ResidentModel, prompt: Any, suffix: str | None
+    ) -> list[int]:
+        if suffix is not None:  # fill-in-the-middle: the model's FIM tokens, no template
+            return (await fim.encode(model, fim.openai_fill(prompt, suffix))).tokens
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
             prompt = prompt[0]
         if isinstance(prompt, str):
@@ -125,18 +147,46 @@ class Generation:
         message = {"role": "assistant", "content": text or ""}
         return {"index": 0, "message": message, "logprobs": None, "finish_reason": reason}
 
-    async def _collect(self, model: ResidentModel, seq: Sequence) -> web.Response:
+    def _message(self, answer: Parsed, reason: str) -> dict[str, Any]:
+        choice = self._choice(answer.content, reason, False)
+        if self.chat:
+            message = choice["message"]
+            if answer.thinking:
+                message["reasoning_content"] = answer.thinking  # llama.cpp's and DeepSeek's name
+            if answer.calls:
+                message["tool_calls"] = [tool_call(c, False) for c in answer.calls]
+                message["content"] = answer.content or None
+        return choice
+
+    def _deltas(self, piece: Parsed) -> list[dict[str, Any]]:
+        """The stream's chunks for one parsed piece: thinking, content, then each call."""
+        if not self.chat:
+            return [self._choice(piece.content, None, True)] if piece.content else []
+        deltas: list[dict[str, Any]] = []
+        if piece.thinking:
+            deltas.append({"reasoning_content": piece.thinking})
+        if piece.content:
+            deltas.append({"content": piece.content})
+        for call in piece.calls:
+            deltas.append({"tool_calls": [tool_call(call, True)]})
+            arguments = json.dumps(call.arguments, ensure_ascii=False)
+            deltas.append({"tool_calls": [{"index": call.index, "function": {"arguments": arguments}}]})
+        return [{"index": 0, "delta": d, "logprobs": None, "finish_reason": None} for d in deltas]
+
+    async def _collect(self, model: ResidentModel, seq: Sequence, parser: AnswerParser) -> web.Response:
         parts: list[str] = []
         async for delta in seq.stream():
             if delta.error:
                 raise EngineError(delta.error)
             parts.append(delta.text)
-        body = self._envelope(model, self._choice("".join(parts), finish_reason(seq), False), False)
+        answer = parser.feed("".join(parts), final=True)
+        choice = self._message(answer, finish_reason(seq, answer.calls))
+        body = self._envelope(model, choice, False)
         body["usage"] = usage(seq)
         return web.json_response(body)
 
     async def _stream(
-        self, model: ResidentModel, seq: Sequence, include_usage: bool
+        self, model: ResidentModel, seq: Sequence, parser: AnswerParser, include_usage: bool
     ) -> web.StreamResponse:
         response = await open_sse(self.request)
         extra = {"usage": None} if include_usage else {}
@@ -150,11 +200,12 @@ class Generation:
                     response, {"error": {"message": delta.error, "type": "server_error"}}
                 )
                 break
-            if delta.text:
-                choice = self._choice(delta.text, None, True)
+            finished = delta.finish_reason is not None
+            piece = parser.feed(delta.text, final=finished)
+            for choice in self._deltas(piece):
                 await send_event(response, {**self._envelope(model, choice, True), **extra})
-            if delta.finish_reason is not None:
-                choice = self._choice(None, finish_reason(seq), True)
+            if finished:
+                choice = self._choice(None, finish_reason(seq, parser.calls), True)
                 await send_event(response, {**self._envelope(model, choice, True), **extra})
         if include_usage:
             tail = self._envelope(model, self._choice(None, None, True), True)

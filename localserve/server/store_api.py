@@ -16,7 +16,9 @@ from typing import Any
 
 from aiohttp import web
 
+from localserve.ground.model import ModelRef
 from localserve.ground.units import parameter_size
+from localserve.server import fim
 from localserve.server import validation as v
 from localserve.server.errors import classify
 from localserve.server.requests import model_name, read_json
@@ -77,6 +79,12 @@ async def tags(request: web.Request) -> web.Response:
     return web.json_response({"models": models})
 
 
+def _parameters(context: int, stops: list[str] | tuple[str, ...]) -> str:
+    """Ollama's Modelfile parameters, one `name value` a line, as clients parse them."""
+    lines = [f"num_ctx {context}", *(f"stop {json.dumps(s, ensure_ascii=False)}" for s in stops)]
+    return "\n".join(lines)
+
+
 def _model_info(facts: dict[str, Any], name: str, context: int) -> dict[str, Any]:
     arch = facts["architecture"]
     return {
@@ -106,15 +114,20 @@ def _where(request: web.Request, name: str) -> dict[str, Any] | None:
 async def show(request: web.Request) -> web.Response:
     body = await read_json(request)
     name = model_name(body)
-    manifest, facts = await _off_loop(_library(request).show, name)
+    loaded = request.app[MANAGER].get(name)
+    served = None if loaded is None else ModelRef(loaded.name, loaded.info.path, loaded.info.format)
+    manifest, facts = await _off_loop(_library(request).show, name, served)
     template = facts.pop("chat_template", None) or ""
     capabilities = list(facts.get("capabilities") or ["completion"])
+    if "insert" in capabilities and facts.get("fim_tokens"):
+        # Continue turns fill-in-the-middle on only when the template mentions .Suffix.
+        template = fim.show_template(template, tuple(facts["fim_tokens"]))
     context = context_length(request, manifest.name.short)
     return web.json_response(
         {
             "license": facts.get("license") or "",
             "modelfile": f"# localserve: {manifest.name}\nFROM {manifest.source}\n",
-            "parameters": f"num_ctx {context}",
+            "parameters": _parameters(context, facts.get("stop_tokens") or ()),
             "template": template,
             "details": _details(manifest),
             "model_info": _model_info(facts, manifest.name.short, context),

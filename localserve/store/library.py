@@ -36,16 +36,25 @@ class Library:
             return None
         entry = self.catalog.get(name)
         package = EMBEDDED[name.short][0]
-        fmt = "gguf"  # every embedded model is one GGUF file
+        # Every embedded model is one GGUF file.
+        return self.in_place(name, path, "gguf", f"the {package} package",
+                             entry.license if entry else None, entry.context if entry else None)  # fmt: skip
+
+    def in_place(self, name: ModelName, path: str, fmt: str, source: str,
+                 license: str | None = None, context: int | None = None,
+                 embedded: bool = True) -> Manifest:  # fmt: skip
+        """A manifest for a model file the store does not hold: the embedded default, or a
+        file the daemon serves by path."""
+        size = os.path.getsize(path) if os.path.isfile(path) else 0
         return Manifest(
             name=name,
             format=fmt,
-            files=[ManifestFile(Path(path).name, os.path.getsize(path), link=path)],
-            source=f"the {package} package",
-            license=entry.license if entry else None,
-            context=entry.context if entry else None,
+            files=[ManifestFile(Path(path).name, size, link=path)],
+            source=source,
+            license=license,
+            context=context,
             created_at=os.path.getmtime(path),
-            embedded=True,
+            embedded=embedded,
             extra={"facts": facts(path, fmt).as_dict()},
         )
 
@@ -96,17 +105,27 @@ class Library:
         if manifest is None:
             raise self.not_found(text)
         self.store.check_files(manifest)
-        path = manifest.files[0].link if manifest.embedded else str(self.store.model_path(manifest))
-        return ModelRef(manifest.name.short, str(path), manifest.format)
+        return ModelRef(manifest.name.short, str(self._path(manifest)), manifest.format)
+
+    def _path(self, manifest: Manifest) -> Path:
+        return Path(manifest.files[0].link) if manifest.embedded else self.store.model_path(manifest)
 
     # -- for the store endpoints -------------------------------------------------------------
 
-    def show(self, text: str) -> tuple[Manifest, dict[str, Any]]:
-        """The manifest and what the model file says about itself (a header read, no load)."""
+    def show(self, text: str, served: ModelRef | None = None) -> tuple[Manifest, dict[str, Any]]:
+        """The manifest and what the model file says about itself (a header read, no load).
+
+        `served` is the model the daemon serves under that name by path, if the store has none.
+        """
         manifest = self.find(parse_name(text))
-        if manifest is None:
+        if manifest is None and served is not None:
+            manifest = self.in_place(parse_name(served.name), served.path, served.format,
+                                     served.path, embedded=False)  # fmt: skip
+            path = Path(served.path)
+        elif manifest is None:
             raise self.not_found(text)
-        path = Path(manifest.files[0].link) if manifest.embedded else self.store.model_path(manifest)
+        else:
+            path = self._path(manifest)
         described = facts(path, manifest.format).as_dict()
         described["license"] = described["license"] or manifest.license
         described["chat_template"] = chat_template(path, manifest.format)

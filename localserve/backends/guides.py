@@ -1,0 +1,107 @@
+"""Constrained answers in the GGUF backend: a grammar (structured output's JSON Schema, or tool
+calls' Lark from server/tool_calls.py) becomes a token mask, applied to a slot's logits before
+it samples.
+
+The engine is llguidance: it computes the set of tokens the grammar allows next in tens of
+microseconds. llama.cpp's own grammar sampler (`llama_sampler_init_grammar`) checks every
+token of the vocabulary against the grammar at every step: at 8 concurrent streams on SmolLM2
+(49k tokens) it ran at about 0.10x the unconstrained throughput (beside a niced compile), where
+the target is 0.9x; with this mask, 0.97x (SmolLM2) and 0.93x (Gemma 3, 262k tokens). The mask
+is written into llama.cpp's logits buffer, so greedy slots keep the numpy argmax and the others
+llama.cpp's sampler chain, unchanged. Tool calls in `auto` mode use llguidance's lazy lexemes:
+text is free until the call's trigger, as llama.cpp's lazy grammars do.
+
+A grammar llguidance cannot enforce is refused with its reason, never silently loosened.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import warnings
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from localserve.ground.errors import BadRequest
+from localserve.ground.sampling import JSON_STYLE, Grammar
+
+@lru_cache(maxsize=64)
+def _compiled(grammar: Grammar) -> str:
+    import llguidance
+
+    what = "the JSON schema" if grammar.kind == "json_schema" else "the tool calls' grammar"
+    try:
+        if grammar.kind == "lark":
+            return llguidance.LLMatcher.grammar_from_lark(grammar.text)
+        try:
+            schema = json.loads(grammar.text)
+        except ValueError as exc:
+            raise BadRequest(f"the JSON schema is not JSON: {exc}", grammar.field) from None
+        if not isinstance(schema, (dict, bool)):
+            raise BadRequest("the JSON schema must be an object", grammar.field)
+        return llguidance.LLMatcher.grammar_from_json_schema(schema, overrides=JSON_STYLE)
+    except (ValueError, TypeError, RuntimeError) as exc:
+        raise BadRequest(f"{what} cannot be enforced: {exc}", grammar.field) from None
+
+
+class Guides:
+    """One model's constrained answers: its vocabulary as llguidance reads it (built once, at the
+    first constrained request: about a second for 49k tokens), and a matcher per slot."""
+
+    def __init__(self, vocab: Any, n_vocab: int) -> None:
+        self._vocab = vocab
+        self._n_vocab = n_vocab
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+        self._slots: dict[int, _Guide] = {}
+
+    def _tokenizer_ready(self) -> Any:
+        with self._lock:  # the event loop's check and the engine thread's start may race
+            if self._tokenizer is None:
+                from llguidance.llamacpp import lltokenizer_from_vocab
+
+                with warnings.catch_warnings():  # it calls a deprecated llama.cpp name per token
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    self._tokenizer = lltokenizer_from_vocab(self._vocab, n_vocab=self._n_vocab)
+            return self._tokenizer
+
+    def check(self, grammar: Grammar) -> None:
+        """BadRequest for a grammar that cannot be enforced with this model's vocabulary."""
+        import llguidance
+
+        error = llguidance.LLMatcher.validate_grammar(_compiled(grammar), self._tokenizer_ready())
+        if error:
+            what = "the JSON schema" if grammar.kind == "json_schema" else "a tool's parameters"
+            raise BadRequest(f"{what} cannot be enforced: {error}", grammar.field)
+
+    def start(self, slot: int, grammar: Grammar) -> None:
+        self._slots[slot] = _Guide(self._tokenizer_ready(), _compiled(grammar), self._n_vocab)
+
+    def end(self, slot: int) -> None:
+        self._slots.pop(slot, None)
+
+    def get(self, slot: int) -> _Guide | None:
+        return self._slots.get(slot)
+
+    def __bool__(self) -> bool:
+        return bool(self._slots)
+
+
+class _Guide:
+    def __init__(self, tokenizer: Any, grammar: str, n_vocab: int) -> None:
+        import llguidance
+
+        self.matcher = llguidance.LLMatcher(tokenizer, grammar)
+        self._bits = np.full((n_vocab + 31) // 32, -1, dtype=np.int32)
+        self._n_vocab = n_vocab
+
+    def mask(self, logits: np.ndarray) -> None:
+        """Set to -inf, in place, the logits of every token the schema does not allow next."""
+        self.matcher.unsafe_compute_mask_ptr(self._bits.ctypes.data, self._bits.nbytes)
+        allowed = np.unpackbits(self._bits.view(np.uint8), bitorder="little")[: self._n_vocab]
+        logits[allowed == 0] = -np.inf
+
+    def consume(self, token: int) -> None:
+        self.matcher.consume_token(token)

@@ -1,0 +1,94 @@
+"""What a chat request asks of the template and of the answer, the same for both faces: the
+tools it offers (server/tool_calls.py), whether a reasoning model thinks, and so how the prompt
+is rendered, which grammar constrains the answer and how the answer is split
+(server/answer_parser.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from localserve.engine.resident import ResidentModel
+from localserve.ground.call_formats import CallFormat, call_format, thinks
+from localserve.ground.errors import BadRequest
+from localserve.ground.sampling import SamplingParams
+from localserve.server import tool_calls
+from localserve.server.answer_parser import THINK_OPEN, AnswerParser
+from localserve.server.tool_calls import ToolRequest
+
+
+@dataclass
+class ChatPlan:
+    model: ResidentModel
+    tools: ToolRequest | None
+    think: bool | None  # the request's own choice; None: the template's default
+    variables: dict[str, Any] = field(default_factory=dict)  # more for the template to read
+    thinking_open: bool = False  # the rendered prompt already opened a <think> block
+
+    @property
+    def format(self) -> CallFormat:
+        return call_format(self.model.info.chat_template)
+
+    @property
+    def thinks(self) -> bool:
+        return thinks(self.model.info.chat_template)
+
+    async def encode(self, messages: list[dict[str, Any]]) -> list[int]:
+        fmt = self.format
+        messages = tool_calls.history(messages, fmt)
+        variables = dict(self.variables)
+        if self.tools is not None:
+            if fmt.native:
+                variables["tools"] = [f.as_tool() for f in self.tools.functions]
+            else:
+                messages = tool_calls.with_generic_prompt(messages, self.tools)
+        if self.think is not None:
+            variables["enable_thinking"] = self.think
+        text = self.model.render_chat(messages, **variables)
+        self.thinking_open = self.thinks and text.rstrip().endswith(THINK_OPEN)
+        return await self.model.encode_rendered(text)
+
+    def constrain(self, params: SamplingParams) -> SamplingParams:
+        """The sampling params with the tool calls' grammar, when tools may be called."""
+        if self.tools is None:
+            return params
+        if params.grammar is not None:
+            raise BadRequest(f"'{params.grammar.field}' cannot be combined with 'tools'",
+                             params.grammar.field)  # fmt: skip
+        return replace(params, grammar=tool_calls.grammar(self.tools, self.format))
+
+    def parser(self) -> AnswerParser:
+        return AnswerParser(self.format if self.tools is not None else None,
+                            thinking=self.thinks, thinking_open=self.thinking_open)  # fmt: skip
+
+
+# Names the template reads from us; chat_template_kwargs may not replace them.
+_OURS = frozenset({"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"})
+
+
+def template_kwargs(body: dict[str, Any]) -> dict[str, Any]:
+    """llama.cpp's `chat_template_kwargs`: more variables for the model's template, such as
+    Qwen's `enable_thinking`."""
+    kwargs = body.get("chat_template_kwargs")
+    if kwargs is None:
+        return {}
+    if not isinstance(kwargs, dict):
+        raise BadRequest("'chat_template_kwargs' must be an object", "chat_template_kwargs")
+    taken = sorted(_OURS & kwargs.keys())
+    if taken:
+        raise BadRequest(f"'chat_template_kwargs' may not set {', '.join(taken)}",
+                         "chat_template_kwargs")  # fmt: skip
+    return kwargs
+
+
+def plan_chat(model: ResidentModel, tools: ToolRequest | None, think: bool | None,
+              variables: dict[str, Any] | None = None) -> ChatPlan:  # fmt: skip
+    """BadRequest for thinking asked of a model that does not think. `variables` may hold
+    `enable_thinking`, which is `think` by another name."""
+    variables = dict(variables or {})
+    if think is None and isinstance(variables.get("enable_thinking"), bool):
+        think = variables.pop("enable_thinking")
+    plan = ChatPlan(model, tools, think, variables)
+    if think and not plan.thinks:
+        raise BadRequest(f"'{model.name}' does not support thinking", "think")
+    return plan

@@ -1,0 +1,222 @@
+"""Tool calls as both faces ask for them: the request's tools and tool_choice, the history's
+calls and results as the chat template expects them, and the grammar that makes the answer's
+calls valid.
+
+The tools are rendered through the model's own template when it takes `tools` in a family of
+ground/call_formats.py; any other model gets GENERIC_PROMPT, a system message, and answers in
+the generic JSON format, as llama.cpp's server does for templates without tool support. The
+calls are enforced with an llguidance Lark grammar (backends/guides.py): `required` or a named
+function constrain the whole answer to calls; `auto` leaves text free until a call's trigger
+(a lazy lexeme, as llama.cpp's lazy grammars), then constrains the call. Either way every call
+names a given function, with arguments its JSON Schema accepts, even from a 135M model.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from localserve.ground.call_formats import NAME_KEY, CallFormat
+from localserve.ground.errors import BadRequest
+from localserve.ground.sampling import JSON_STYLE, Grammar
+from localserve.server import validation as v
+
+FIELD = "tools"
+GENERIC_PROMPT = (
+    "You can call tools. Each is listed with a JSON Schema of its arguments:\n{tools}\n"
+    "To call tools, answer with only a JSON object of this form:\n"
+    '{{"tool_calls": [{{"name": "<a tool\'s name>", "arguments": {{<its arguments>}}}}]}}\n'
+    "{rule}"
+)
+_RULES = {
+    "auto": "Otherwise, answer in plain text.",
+    "required": "Answer with a tool call.",
+    "function": "Call the tool {name}.",
+}
+
+
+@dataclass(frozen=True)
+class Function:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def as_tool(self) -> dict[str, Any]:
+        """The function as Hugging Face templates take it in `tools`."""
+        function = {"name": self.name, "description": self.description,
+                    "parameters": self.parameters}  # fmt: skip
+        return {"type": "function", "function": function}
+
+
+@dataclass(frozen=True)
+class ToolRequest:
+    functions: tuple[Function, ...]
+    choice: str  # "auto", "required", or "function" (then `named` is its name)
+    named: str | None = None
+    parallel: bool = True
+
+    @property
+    def offered(self) -> tuple[Function, ...]:
+        """The functions the answer may call."""
+        if self.choice == "function":
+            return tuple(f for f in self.functions if f.name == self.named)
+        return self.functions
+
+
+def read_tools(body: v.JSON) -> ToolRequest | None:
+    """`tools`, `tool_choice` and `parallel_tool_calls` (Ollama sends only `tools`); None when
+    no tool may be called (none given, or tool_choice "none")."""
+    tools = body.get("tools")
+    if tools is None or tools == []:
+        return None
+    if not isinstance(tools, list):
+        raise BadRequest("'tools' must be a list of tools", FIELD)
+    functions = tuple(_function(t, i) for i, t in enumerate(tools))
+    names = [f.name for f in functions]
+    if len(set(names)) != len(names):
+        raise BadRequest("two tools have the same name", FIELD)
+    choice, named = _choice(body.get("tool_choice"), names)
+    if choice == "none":
+        return None
+    parallel = v.boolean(body, "parallel_tool_calls", True)
+    return ToolRequest(functions, choice, named, parallel)
+
+
+def _function(tool: Any, i: int) -> Function:
+    where = f"tools[{i}]"
+    if not isinstance(tool, dict) or tool.get("type", "function") != "function":
+        raise BadRequest(f"{where} must be {{'type': 'function', 'function': {{...}}}}", FIELD)
+    spec = tool.get("function")
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"]:
+        raise BadRequest(f"{where}.function must be an object with a 'name'", FIELD)
+    parameters = spec.get("parameters")
+    if parameters is None:
+        parameters = {"type": "object", "properties": {}}
+    if not isinstance(parameters, dict):
+        raise BadRequest(f"{where}.function.parameters must be a JSON Schema object", FIELD)
+    description = spec.get("description") or ""
+    return Function(spec["name"], str(description), parameters)
+
+
+def _choice(choice: Any, names: list[str]) -> tuple[str, str | None]:
+    if choice is None:
+        return "auto", None
+    if choice in ("auto", "none", "required"):
+        return choice, None
+    name = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    if not isinstance(name, str):
+        raise BadRequest("'tool_choice' must be 'auto', 'none', 'required' or "
+                         "{'type': 'function', 'function': {'name': ...}}", "tool_choice")  # fmt: skip
+    if name not in names:
+        raise BadRequest(f"'tool_choice' names '{name}', which is not in 'tools'", "tool_choice")
+    return "function", name
+
+
+# -- the history -------------------------------------------------------------------------------
+
+
+def history(messages: list[dict[str, Any]], fmt: CallFormat) -> list[dict[str, Any]]:
+    """Earlier calls and their results as the template reads them: calls with arguments as
+    objects (Hugging Face's convention), results with the tool's name. A template without tool
+    support reads the calls as the generic JSON and the results as user turns, consecutive
+    results in one turn (templates such as Gemma's insist that roles alternate)."""
+    names: dict[str, str] = {}
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        calls = m.get("tool_calls")
+        if m["role"] == "assistant" and calls:
+            m = {**m, "tool_calls": [_past_call(c, i, j) for j, c in enumerate(_list(calls, i))]}
+            names.update((c["id"], c["function"]["name"]) for c in m["tool_calls"] if c["id"])
+            if not fmt.native:
+                m = _generic_call_turn(m)
+        elif m["role"] == "tool":
+            name = m.get("tool_name") or m.get("name") or names.get(m.get("tool_call_id") or "")
+            m = {**m, "name": name or ""}
+            if not fmt.native:
+                m = _generic_result_turn(m, out)
+                if m is None:
+                    continue
+        out.append(m)
+    return out
+
+
+def _list(calls: Any, i: int) -> list[Any]:
+    if not isinstance(calls, list):
+        raise BadRequest(f"messages[{i}].tool_calls must be a list", "messages")
+    return calls
+
+
+def _past_call(call: Any, i: int, j: int) -> dict[str, Any]:
+    where = f"messages[{i}].tool_calls[{j}]"
+    spec = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+        raise BadRequest(f"{where} must have a function with a 'name'", "messages")
+    arguments = spec.get("arguments") or {}
+    if isinstance(arguments, str):  # OpenAI sends them as JSON text, Ollama as an object
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            raise BadRequest(f"{where}.function.arguments is not JSON", "messages") from None
+    function = {"name": spec["name"], "arguments": arguments}
+    return {"id": call.get("id") or "", "type": "function", "function": function}
+
+
+def _generic_call_turn(m: dict[str, Any]) -> dict[str, Any]:
+    calls = [{"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+             for c in m["tool_calls"]]  # fmt: skip
+    text = json.dumps({"tool_calls": calls}, ensure_ascii=False)
+    content = f"{m['content']}\n{text}" if m.get("content") else text
+    return {"role": "assistant", "content": content}
+
+
+def _generic_result_turn(m: dict[str, Any], out: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A user turn carrying the result; None when it joined the previous result's turn."""
+    result = json.dumps({"tool_response": {"name": m["name"], "content": m.get("content", "")}},
+                        ensure_ascii=False)  # fmt: skip
+    if out and out[-1].get("tool_results"):
+        out[-1] = {**out[-1], "content": out[-1]["content"] + "\n" + result}
+        return None
+    return {"role": "user", "content": result, "tool_results": True}
+
+
+def with_generic_prompt(messages: list[dict[str, Any]], tools: ToolRequest) -> list[dict[str, Any]]:
+    """GENERIC_PROMPT, added to the system message (or as one) for a template without tools."""
+    listing = "\n".join(json.dumps(f.as_tool()["function"], ensure_ascii=False)
+                        for f in tools.offered)  # fmt: skip
+    rule = _RULES[tools.choice].format(name=tools.named)
+    prompt = GENERIC_PROMPT.format(tools=listing, rule=rule)
+    if messages and messages[0]["role"] == "system":
+        first = messages[0]
+        return [{**first, "content": f"{first['content']}\n\n{prompt}"}, *messages[1:]]
+    return [{"role": "system", "content": prompt}, *messages]
+
+
+# -- the grammar -------------------------------------------------------------------------------
+
+
+def grammar(tools: ToolRequest, fmt: CallFormat) -> Grammar:
+    """llguidance Lark: each call `{"name": "<a function>", "<args>": <its schema>}` between
+    the family's texts; `auto` starts with free text, lazily ended by the trigger."""
+    lit = json.dumps
+    rules = ["%llguidance {}"]
+    for i, f in enumerate(tools.offered):
+        schema = json.dumps({**f.parameters, "x-guidance": JSON_STYLE})
+        rules.append(f'fn_{i}: {lit(lit(f.name) + ", " + lit(fmt.args_key) + ": ")} '
+                     f'%json {schema} "}}"')  # fmt: skip
+    rules.append("call: " + " | ".join(f"fn_{i}" for i in range(len(tools.offered))))
+    more = f" ({lit(fmt.sep + NAME_KEY)} call)*" if tools.parallel else ""
+    close = f" {lit(fmt.close)}" if fmt.close else ""
+    rules.append(f"calls: call{more}{close}")
+    if tools.choice == "auto":
+        rest = fmt.first[len(fmt.trigger) :]
+        rules += [
+            "start: block* tail",
+            "tail: TEXT",
+            r"TEXT: /(.|\n)*/",
+            f"trigger[lazy]: TEXT {lit(fmt.trigger)}",
+            f"block: trigger {lit(rest) if rest else ''} calls",
+        ]
+    else:
+        rules.append(f"start: {lit(fmt.first)} calls")
+    return Grammar("lark", "\n".join(rules) + "\n", FIELD)
