@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+from localserve.ground.settings import OPERATOR_HEADER, operator_token_path
+
 JSON = dict[str, Any]
 
 # Loads and first tokens may wait behind other models' work; a stuck daemon is still noticed.
@@ -73,6 +75,18 @@ class Client:
         self._host = parts.hostname or "127.0.0.1"
         self._port = parts.port or 80
         self.timeout = timeout
+
+    def _operator(self) -> dict[str, str]:
+        """The local daemon's operator token, when this user can read it: the CLI may import
+        from any folder and needs no key of its own (server/guard.py). Never sent elsewhere:
+        another machine's daemon on the same port is not this one."""
+        if self._host not in ("127.0.0.1", "localhost", "::1"):
+            return {}
+        try:
+            token = operator_token_path(self._port).read_text().strip()
+        except OSError:
+            return {}
+        return {OPERATOR_HEADER: token} if token else {}
 
     # -- the daemon ----------------------------------------------------------------------------
 
@@ -187,7 +201,7 @@ class Client:
         """Connect and send. A `stream` (what it carries) that fails once the daemon took the
         request raises StreamCutOff: the daemon was there, then went away."""
         conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout or self.timeout)
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", **self._operator()}
         payload = None
         if body is not None:
             payload = json.dumps(body).encode()

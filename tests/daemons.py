@@ -164,9 +164,10 @@ def raw_request(
     body: bytes | None = None,
     content_type: str = "application/json",
     timeout: float = 30.0,
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, str], Any]:
     """One plain HTTP request: (status, headers, JSON body or raw bytes if not JSON)."""
-    headers = {"Content-Type": content_type} if body is not None else {}
+    headers = {**({"Content-Type": content_type} if body is not None else {}), **(headers or {})}
     req = urllib.request.Request(url, data=body, headers=headers, method=method)
     try:
         with OPENER.open(req, timeout=timeout) as r:

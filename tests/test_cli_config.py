@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from localserve.ground.settings import ENV, NAMES, ConfigError, Settings, config_path, describe, load
+from localserve.ground.settings import ENV, NAMES, SWITCHES, ConfigError, Settings, config_path, describe, load
 
 NO_FILE = Path("/nonexistent/localserve.toml")
 
@@ -86,8 +86,16 @@ def test_every_setting_is_read_from_flags_environment_and_file_in_that_order(tmp
         "host": ("10.0.0.1", "10.0.0.2", "10.0.0.3"), "port": (9001, 9002, 9003),
         "models_dir": ("/a", "/b", "/c"), "keep_alive": ("1m", "2m", "3m"),
         "memory_budget": ("1GiB", "2GiB", "3GiB"), "prompt_cache": ("1MiB", "2MiB", "3MiB"),
+        "max_body": ("1MiB", "2MiB", "3MiB"), "allowed_hosts": ("a", "b", "c"),
+        "origins": ("a", "b", "c"), "import_roots": ("/a", "/b", "/c"),
     }  # fmt: skip
     for name in NAMES:
+        if name in SWITCHES:  # two values only: each level flips it
+            path = write(tmp_path, f"{name} = true\n")
+            assert getattr(load({}, env={}, path=path), name) is True
+            assert getattr(load({}, env={ENV[name]: "false"}, path=path), name) is False
+            assert getattr(load({name: True}, env={ENV[name]: "false"}, path=path), name) is True
+            continue
         file_value, env_value, flag_value = samples.get(name, (1, 2, 3))
         quoted = f'"{file_value}"' if isinstance(file_value, str) else file_value
         path = write(tmp_path, f"{name} = {quoted}\n")

@@ -20,6 +20,8 @@ ARGS = ("--no-default-model", "--parallel", "1", "--ctx", "512")
 def env(hub_env: Hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, daemon_factory):
     """The CLI's environment, pointed at a daemon with an empty store of its own."""
     monkeypatch.setenv("LOCALSERVE_MODELS", str(tmp_path / "store"))
+    # The user's own state folder: the daemon leaves its operator token there for the CLI.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "home" / "state"))
     _, url = daemon_factory(ARGS)
     return cli_env(tmp_path / "home", url)
 

@@ -24,7 +24,7 @@ import pytest
 import requests
 
 from conftest import CLIENT_TIMEOUT_S, start_daemon
-from daemons import discard, post_json, resident
+from daemons import discard, resident
 from gguf_copy import copy_with, model_file
 from localserve.formats.gguf_fim import fim_texts
 from localserve.formats.gguf_header import find_strings, read_header, string_at
@@ -49,17 +49,12 @@ def fim_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def fim_url(fim_copy: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A daemon serving the copy, which its store also holds (so /api/show describes it)."""
-    store = tmp_path_factory.mktemp("fim-store")
+def fim_url(fim_copy: Path) -> Iterator[str]:
+    """A daemon serving the copy by path (/api/show describes it as served)."""
     # A long context: an abandoned fill must still have thousands of tokens to go when its
     # slot is checked (on an idle machine SmolLM2 decodes ~100 tokens/s).
-    args = ["--models-dir", str(store), "--model", str(fim_copy), "--parallel", "2",
-            "--ctx", "4096"]  # fmt: skip
-    proc, url = start_daemon(args)
+    proc, url = start_daemon(["--model", str(fim_copy), "--parallel", "2", "--ctx", "4096"])
     try:
-        status, body = post_json(f"{url}/api/admin/import", {"path": str(fim_copy), "model": FIM_MODEL})
-        assert status == 200, body
         yield url
     finally:
         discard(proc)

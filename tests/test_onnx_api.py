@@ -130,6 +130,7 @@ def test_sampled_requests_with_mixed_settings_share_a_batch(client: openai.OpenA
     ({"response_format": {"type": "json_object"}}, "response_format"),
     ({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required"},
      "tools"),
+    ({"logit_bias": {"1": 5}}, "logit_bias"),
 ])  # fmt: skip
 def test_constrained_answers_are_a_400_on_onnx_models(client: openai.OpenAI, extra, field) -> None:
     # onnxruntime-genai gives no logits to mask: refused, never answered unconstrained.

@@ -37,12 +37,12 @@ def test_keep_alive_durations_become_seconds(value: object, seconds: float) -> N
     assert parse_keep_alive(value) == seconds
 
 
-@pytest.mark.parametrize("value", [-1, "-1", "-5m"])
+@pytest.mark.parametrize("value", [-1, "-1", "-5m", 7.3e15, "inf"])
 def test_negative_keep_alive_means_for_ever(value: object) -> None:
     assert parse_keep_alive(value) is None
 
 
-@pytest.mark.parametrize("value", ["soon", True, [5]])
+@pytest.mark.parametrize("value", ["soon", True, [5], "nan"])
 def test_keep_alive_that_is_not_a_duration_is_a_bad_request(value: object) -> None:
     with pytest.raises(BadRequest):
         parse_keep_alive(value)

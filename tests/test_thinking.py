@@ -11,6 +11,7 @@ from __future__ import annotations
 import ollama
 import pytest
 
+from conftest import CLIENT_TIMEOUT_S
 from daemons import post_json
 from helpers import MODEL
 from ollama_support import ollama_client  # noqa: F401  (fixture)
@@ -49,7 +50,7 @@ def test_openai_reasoning_content_streams_apart_from_content(tools_daemon) -> No
     # ask through llama.cpp's chat_template_kwargs, which we take as Ollama's think.
     body = {"model": TOOLS_MODEL, "messages": ASK, "max_tokens": 20, "temperature": 0,
             "chat_template_kwargs": {"enable_thinking": True}}  # fmt: skip
-    status, answer = post_json(f"{tools_daemon[1]}/v1/chat/completions", body)
+    status, answer = post_json(f"{tools_daemon[1]}/v1/chat/completions", body, timeout=CLIENT_TIMEOUT_S)
     assert status == 200, answer
     message = answer["choices"][0]["message"]
     assert message["reasoning_content"] and not message["content"]

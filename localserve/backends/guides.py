@@ -89,6 +89,15 @@ class Guides:
         return bool(self._slots)
 
 
+# Each byte of llguidance's bitmask, as the 8 values to add to its 8 tokens' logits: 0 for an
+# allowed token, -inf for the rest. One gather and one add cost a third of unpacking the bits
+# and assigning through a boolean index (0.6 against 1.5 ms for Gemma 3's 262k tokens).
+_BYTE_BIAS = np.where(
+    np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little") == 1,
+    0.0, -np.inf,
+).astype(np.float32)  # fmt: skip
+
+
 class _Guide:
     def __init__(self, tokenizer: Any, grammar: str, n_vocab: int) -> None:
         import llguidance
@@ -97,11 +106,16 @@ class _Guide:
         self._bits = np.full((n_vocab + 31) // 32, -1, dtype=np.int32)
         self._n_vocab = n_vocab
 
-    def mask(self, logits: np.ndarray) -> None:
-        """Set to -inf, in place, the logits of every token the schema does not allow next."""
+    def compute(self) -> None:
+        """The grammar's mask for the next token."""
         self.matcher.unsafe_compute_mask_ptr(self._bits.ctypes.data, self._bits.nbytes)
-        allowed = np.unpackbits(self._bits.view(np.uint8), bitorder="little")[: self._n_vocab]
-        logits[allowed == 0] = -np.inf
+
+    def allows(self, token: int) -> bool:
+        return bool(self._bits[token >> 5] >> (token & 31) & 1)
+
+    def mask(self, logits: np.ndarray) -> None:
+        """Set to -inf, in place, the logits of every token the mask does not allow."""
+        logits += _BYTE_BIAS[self._bits.view(np.uint8)].reshape(-1)[: self._n_vocab]
 
     def consume(self, token: int) -> None:
         self.matcher.consume_token(token)

@@ -206,7 +206,7 @@ class LlamaCppBackend:
         self._samplers[slot] = chain
         if params.grammar is not None:
             self._guides.start(slot, params.grammar)
-        if params.greedy and not params.has_penalties and not params.infill:
+        if params.greedy and not params.has_penalties and not params.infill and not params.logit_bias:
             self._argmax_slots.add(slot)
 
     def seq_end(self, slot: int) -> None:
@@ -259,6 +259,13 @@ class LlamaCppBackend:
 
     def _build_sampler(self, p: SamplingParams, prompt: list[int]) -> ll.llama_sampler_p:
         chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
+        if p.logit_bias:
+            biases = (ll.llama_logit_bias * len(p.logit_bias))(
+                *(ll.llama_logit_bias(token, bias) for token, bias in p.logit_bias)
+            )
+            ll.llama_sampler_chain_add(
+                chain, ll.llama_sampler_init_logit_bias(self._n_vocab, len(biases), biases)
+            )
         if p.has_penalties:
             ll.llama_sampler_chain_add(
                 chain,
@@ -351,11 +358,17 @@ class LlamaCppBackend:
             # A view of llama.cpp's own logits buffer: a guide's mask written here is what
             # llama_sampler_sample reads too.
             rows = np.ctypeslib.as_array(ll.llama_get_logits(ctx), shape=(len(sample_at), self._n_vocab))
-            for row, (slot, _) in enumerate(sample_at):
-                if (guide := guides.get(slot)) is not None:
-                    guide.mask(rows[row])
             if argmax_slots:
                 argmax = rows.argmax(axis=1)
+            for row, (slot, _) in enumerate(sample_at):
+                if (guide := guides.get(slot)) is not None:
+                    guide.compute()
+                    # A greedy slot whose best token is allowed needs no mask at all.
+                    if slot in argmax_slots and guide.allows(int(argmax[row])):
+                        continue
+                    guide.mask(rows[row])
+                    if slot in argmax_slots:
+                        argmax[row] = rows[row].argmax()
         tokens = [
             int(argmax[row]) if argmax is not None and slot in argmax_slots
             else ll.llama_sampler_sample(samplers[slot], ctx, i)

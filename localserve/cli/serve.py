@@ -46,8 +46,13 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         action="store_true",
         help="start with no model loaded; each loads on its first request",
     )
+    switches = {config.flag(name) for name in config.SWITCHES}
     for flag, env, default, text in config.describe():
-        serve.add_argument(flag, metavar="VALUE", help=f"{text} (env {env}; default {default})")
+        help = f"{text} (env {env}; default {default})"
+        if flag in switches:
+            serve.add_argument(flag, action="store_const", const=True, help=help)
+        else:
+            serve.add_argument(flag, metavar="VALUE", help=help)
     serve.add_argument("--verbose", "-v", action="store_true", help="log debug detail")
 
 

@@ -37,11 +37,19 @@ class StopMatcher:
         return held
 
     def _longest_partial(self, buf: str) -> int:
-        """Length of the longest suffix of buf that is a proper prefix of some stop string."""
-        best = 0
+        """Length of the longest suffix of buf that is a proper prefix of some stop string.
+
+        Only prefixes that end in buf's last character can match, so each stop string is
+        tried where that character occurs in it, not at every length: the cost per token is
+        bounded by the stop strings' lengths, not their squares."""
+        if not buf:
+            return 0
+        best, last = 0, buf[-1]
         for stop in self._stops:
-            for n in range(min(len(stop) - 1, len(buf)), best, -1):
-                if buf.endswith(stop[:n]):
-                    best = n
+            end = stop.rfind(last, 0, min(len(stop) - 1, len(buf)))
+            while end + 1 > best:
+                if buf.endswith(stop[: end + 1]):
+                    best = end + 1
                     break
+                end = stop.rfind(last, 0, end)
         return best

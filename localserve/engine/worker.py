@@ -203,14 +203,17 @@ class Worker:
 
     def _submit(self, message: m.Submit) -> None:
         reporter = self._model(message.model)
-        grammar = message.params.grammar
-        if grammar is not None:
+        grammar, bias = message.params.grammar, message.params.logit_bias
+        if grammar is not None or bias:
             check = getattr(reporter.built.backend, "check_sampling", None)
             if check is None:
-                what = "structured output" if grammar.kind == "json_schema" else "tool calls"
+                what, field = ("logit_bias", "logit_bias") if grammar is None else (
+                    ("structured output" if grammar.kind == "json_schema" else "tool calls"),
+                    grammar.field,
+                )  # fmt: skip
                 raise BadRequest(
                     f"model '{message.model}' ({reporter.built.backend.info.format}) does not "
-                    f"support {what}", grammar.field,
+                    f"support {what}", field,
                 )
             check(message.params)
         seq = Sequence(message.prompt, message.params, message.max_new_tokens, reporter)

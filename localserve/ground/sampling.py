@@ -47,6 +47,8 @@ class SamplingParams:
     infill: bool = False
     # Structured output and tool calls: the answer is one this grammar accepts.
     grammar: Grammar | None = None
+    # OpenAI's logit_bias: (token id, bias added to its logit), ids checked against the vocabulary.
+    logit_bias: tuple[tuple[int, float], ...] = ()
 
     @property
     def greedy(self) -> bool:

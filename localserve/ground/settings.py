@@ -124,6 +124,28 @@ def _layers(raw: Any) -> int | None:
     return _whole(raw)
 
 
+def _names(raw: Any) -> tuple[str, ...]:
+    """ "a, b" or a TOML list: names, origins or folders."""
+    if isinstance(raw, (list, tuple)):
+        items = [str(item) for item in raw]
+    elif isinstance(raw, str):
+        items = raw.split(",")
+    else:
+        raise ValueError
+    return tuple(item.strip() for item in items if item.strip())
+
+
+def _switch(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError
+
+
 def _show_duration(value: float | None) -> str:
     if value is None:
         return "-1"
@@ -147,6 +169,12 @@ DURATION = Kind(_duration, _show_duration, 'a duration like "5m", 0 or -1')
 SIZE = Kind(_size, _show_size, "a size like 512MiB or 4GiB")
 BUDGETS = Kind(_budgets, _show_budgets, 'a size like 12GiB, or sizes per device like "cpu=12GiB,gpu0=7GiB"')
 LAYERS = Kind(_layers, str, 'a layer count, or "auto"')
+NAMES_LIST = Kind(_names, ",".join, "a comma-separated list")
+PATHS = Kind(lambda raw: tuple(str(Path(p).expanduser()) for p in _names(raw)), ",".join,
+             "a comma-separated list of folders")  # fmt: skip
+SECRET = Kind(str, lambda _: "(set)", "text")
+# A switch: `--no-auth` on the command line, true/false in the environment and config.
+SWITCH = Kind(_switch, lambda v: "on" if v else "off", "true or false")
 
 
 def setting(default: Any, kind: Kind, help: str, *, unset: str = "", env: str = "") -> Any:
@@ -197,6 +225,36 @@ class Settings:
     batch_delay_ms: float = setting(
         10.0, NUMBER, "ONNX models: milliseconds a new batch waits for more requests to join"
     )
+    # Who may talk to the daemon (server/guard.py).
+    allowed_hosts: tuple[str, ...] = setting(
+        (), NAMES_LIST, "more Host names to answer to, comma-separated; localhost, *.localhost "
+        "and this machine's addresses always are", unset="none",
+    )
+    origins: tuple[str, ...] = setting(
+        (), NAMES_LIST, "more web origins whose pages may call the API, comma-separated, as "
+        "OLLAMA_ORIGINS: https://app.example, https://*.example.com, or *; pages on localhost "
+        "and editor webviews always may", unset="none",
+    )
+    api_key: str | None = setting(
+        None, SECRET, "a key every request must send (Authorization: Bearer KEY, or X-Api-Key) "
+        "but /health, / and /api/version", unset="none: on loopback any key or none is taken",
+    )
+    admin_key: str | None = setting(
+        None, SECRET, "a second key, for pull, delete, import, scan, load, unload, pin and "
+        "shutdown", unset="none",
+    )
+    no_auth: bool = setting(False, SWITCH, "serve beyond loopback with no key (refused otherwise)")
+    import_roots: tuple[str, ...] = setting(
+        (), PATHS, "folders /api/admin/import and /scan may read, besides the models folder",
+        unset="none",
+    )
+    # Limits (server/limits.py).
+    max_body: int = setting(
+        16 << 20, SIZE, "largest request body of generation and embeddings (other endpoints "
+        "take 1 MiB)",
+    )
+    body_timeout: float = setting(30.0, SECONDS, "seconds a request body may take to arrive")
+    max_connections: int = setting(256, WHOLE, "open connections at most; more are refused")
 
     @property
     def url(self) -> str:
@@ -214,13 +272,16 @@ ENV: dict[str, str] = {
 _KINDS: dict[str, Kind] = {f.name: f.metadata["kind"] for f in fields(Settings)}
 
 
+SWITCHES: frozenset[str] = frozenset(f.name for f in fields(Settings) if _KINDS[f.name] is SWITCH)
+
+
 def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
 def shown(name: str, value: Any) -> str:
     """A value as a user would type it; None is what the setting's help says it means."""
-    if value is None:
+    if value is None or value == ():
         unset = next(f.metadata["unset"] for f in fields(Settings) if f.name == name)
         return unset or "none"
     return _KINDS[name].show(value)
@@ -242,6 +303,15 @@ def config_path(env: Mapping[str, str] = os.environ) -> Path:
 
 def log_dir() -> Path:
     return Path(platformdirs.user_log_dir(APP, appauthor=False))
+
+
+OPERATOR_HEADER = "X-Localserve-Operator"
+
+
+def operator_token_path(port: int) -> Path:
+    """Where the daemon on `port` leaves its operator token: a file only this user can read, so
+    the CLI (this user's) passes every check a web page or a remote client cannot."""
+    return Path(platformdirs.user_state_dir(APP, appauthor=False)) / f"operator-{port}.token"
 
 
 def load(

@@ -12,6 +12,8 @@ from localserve.ground.errors import BadRequest
 
 _PART = re.compile(r"(-?\d+(?:\.\d+)?)(ms|s|m|h)")
 _SCALE = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+# Longer than this is for ever: an expiry date that far out is past what dates can hold.
+_FOREVER_S = 100 * 365 * 86400.0
 
 
 class Unset(enum.Enum):
@@ -48,7 +50,9 @@ def parse_keep_alive(value: object, param: str = "keep_alive") -> float | None:
             seconds = sum(float(n) * _SCALE[u] for n, u in parts)
     else:
         raise BadRequest(f"'{param}' must be a duration like \"5m\" or a number of seconds", param)
-    return None if seconds < 0 else seconds
+    if seconds != seconds:  # NaN
+        raise BadRequest(f"'{param}' must be a duration like \"5m\" or a number of seconds", param)
+    return None if seconds < 0 or seconds > _FOREVER_S else seconds
 
 
 GiB = 1 << 30

@@ -11,7 +11,7 @@ from aiohttp import web
 from localserve import __version__
 from localserve.engine.manager import ModelManager
 from localserve.server import (
-    admin_api, embeddings_api, infill_api, ollama_api, openai_api, store_api,
+    admin_api, embeddings_api, guard, infill_api, ollama_api, openai_api, openapi, store_api,
 )
 from localserve.server.errors import error_response
 from localserve.server.state import MANAGER
@@ -45,8 +45,11 @@ async def health(request: web.Request) -> web.Response:
 
 
 def build_app(manager: ModelManager) -> web.Application:
-    app = web.Application(middlewares=[errors_middleware], client_max_size=64 * 1024 * 1024)
+    # The guard runs inside the error middleware, so its refusals leave in each face's shape.
+    app = web.Application(middlewares=[errors_middleware, guard.guard_middleware],
+                          client_max_size=64 * 1024 * 1024)  # fmt: skip
     app[MANAGER] = manager
+    guard.install(app, manager.settings)
     app.router.add_get("/health", health)
     openai_api.add_routes(app)
     admin_api.add_routes(app)
@@ -54,4 +57,5 @@ def build_app(manager: ModelManager) -> web.Application:
     embeddings_api.add_routes(app)
     store_api.add_routes(app)
     infill_api.add_routes(app)
+    openapi.add_routes(app)
     return app

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from contextlib import ExitStack
 from pathlib import Path
 
 from aiohttp import web
@@ -14,6 +15,8 @@ from localserve.ground.settings import Settings
 from localserve.engine.manager import ModelManager
 from localserve.server.admin_api import SHUTDOWN
 from localserve.server.app import build_app
+from localserve.server.guard import is_loopback, operator_token
+from localserve.server.limits import bound_connections
 
 log = logging.getLogger(__name__)
 
@@ -21,14 +24,23 @@ log = logging.getLogger(__name__)
 async def serve(settings: Settings, models: list[str]) -> str:
     """Serve until told to stop; returns what told it: a signal's name, or a shutdown asked
     over HTTP (the caller logs it as the daemon's last word)."""
-    manager = ModelManager.for_settings(settings)
     host, port = settings.host, settings.port
+    if not is_loopback(host) and not settings.api_key and not settings.no_auth:
+        raise SystemExit(
+            f"localserve: refusing to serve on {host} with no API key: anyone who can reach this "
+            "address could use and change it. Set one (--api-key KEY, LOCALSERVE_API_KEY, or "
+            "api_key in config.toml), or pass --no-auth to serve it open on purpose"
+        )
+    manager = ModelManager.for_settings(settings)
     app = build_app(manager)
     stop = asyncio.Event()
     app[SHUTDOWN] = stop
     # Cancelling a handler when its client disconnects is what frees the slot within a step.
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     await runner.setup()
+    assert runner.server is not None  # set by setup()
+    bound_connections(runner.server, settings.max_connections)
+    stack = ExitStack()
     try:
         for name in models:
             try:
@@ -44,6 +56,7 @@ async def serve(settings: Settings, models: list[str]) -> str:
             )
         site = web.TCPSite(runner, host, port)
         await site.start()
+        stack.enter_context(operator_token(app, port))
         log.info("localserve listening on http://%s:%d", host, port)
         print(f"localserve listening on http://{host}:{port}", flush=True)
         loop = asyncio.get_running_loop()
@@ -66,6 +79,7 @@ async def serve(settings: Settings, models: list[str]) -> str:
         # Logged now too: should freeing the models hang, the log still says who asked.
         log.info("localserve stopping: %s", reason)
     finally:
+        stack.close()
         await runner.cleanup()
         manager.close()
     return reason

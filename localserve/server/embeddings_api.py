@@ -93,6 +93,9 @@ async def ollama_embeddings(request: web.Request) -> web.Response:
 async def _openai_inputs(model: ResidentModel, value: Any) -> list[list[int]]:
     """A string, strings, token ids, or lists of token ids, as OpenAI's `input` takes them."""
     if isinstance(value, list) and value and all(_is_token_list(t) for t in value):
+        empty = next((i for i, t in enumerate(value) if not t), None)
+        if empty is not None:  # llama.cpp cannot decode nothing
+            raise BadRequest(f"input {empty} is empty", "input")
         return [model.check_token_ids(list(t), "input") for t in value]
     if _is_token_list(value) and value:
         return [model.check_token_ids(list(value), "input")]

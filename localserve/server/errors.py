@@ -29,6 +29,19 @@ from localserve.formats import BadModelFile
 log = logging.getLogger(__name__)
 
 
+class Refused(Exception):
+    """The HTTP edge's own refusals (server/guard.py, server/limits.py): a status, a message
+    that says what to change, and the setting or field it names."""
+
+    KINDS = {401: "authentication_error", 403: "permission_error", 408: "timeout_error",
+             413: "invalid_request_error", 503: "server_error"}  # fmt: skip
+
+    def __init__(self, status: int, message: str, param: str | None = None,
+                 code: str | None = None) -> None:  # fmt: skip
+        super().__init__(message)
+        self.status, self.param, self.code = status, param, code
+
+
 @dataclass(frozen=True)
 class HttpError:
     status: int
@@ -41,6 +54,9 @@ class HttpError:
 def classify(exc: BaseException) -> HttpError:
     """The one place an engine error becomes a status, a type and a code."""
     msg = str(exc)
+    if isinstance(exc, Refused):
+        kind = Refused.KINDS.get(exc.status, "invalid_request_error")
+        return HttpError(exc.status, msg, kind, param=exc.param, code=exc.code)
     if isinstance(exc, ContextOverflow):
         return HttpError(400, msg, param=exc.param, code="context_length_exceeded")
     if isinstance(exc, BadRequest):

@@ -142,7 +142,10 @@ class OllamaGeneration:
             messages.append({"role": "user", "content": prompt})
             tokens = await plan.encode(messages)
         context = body.get("context") or []
-        if not isinstance(context, list) or not all(isinstance(t, int) for t in context):
+        # Not true or false: the worker's socket takes whole numbers only (ground/messages.py).
+        if not isinstance(context, list) or not all(
+            isinstance(t, int) and not isinstance(t, bool) for t in context
+        ):
             raise BadRequest("'context' must be a list of token ids", "context")
         tokens = model.check_token_ids(list(context), "context") + tokens
         if not tokens:

@@ -43,8 +43,42 @@ def sampling_from(body: v.JSON) -> SamplingParams:
         seed=v.integer(body, "seed", None, -(1 << 63), (1 << 64) - 1),
         max_tokens=max_tokens,
         stop=stop,
+        logit_bias=_logit_bias(body),
         grammar=structured.from_response_format(body),
     )
+
+
+def _logit_bias(body: v.JSON) -> tuple[tuple[int, float], ...]:
+    """OpenAI's `{"token id": bias}`, each bias in -100..100 (-100 bans the token); the ids are
+    checked against the model's vocabulary once it is known (check_room)."""
+    value = body.get("logit_bias")
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise BadRequest("'logit_bias' must be an object of token ids to biases", "logit_bias")
+    out = []
+    for key, bias in value.items():
+        try:
+            token = int(key)
+        except ValueError:
+            raise BadRequest(f"'logit_bias' key {key!r} is not a token id", "logit_bias") from None
+        if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not -100 <= bias <= 100:
+            raise BadRequest(f"'logit_bias' for token {key} must be a number in -100..100",
+                             "logit_bias")  # fmt: skip
+        out.append((token, float(bias)))
+    return tuple(out)
+
+
+def check_room(model: ResidentModel, params: SamplingParams) -> None:
+    """What needs the model to check: logit_bias ids in its vocabulary, and a max_tokens no
+    slot could ever give (one larger than the prompt leaves is capped, finish_reason "length",
+    as llama.cpp's server does: clients send their own large defaults)."""
+    model.check_token_ids([t for t, _ in params.logit_bias], "logit_bias")
+    if params.max_tokens is not None and params.max_tokens > model.info.n_ctx_slot:
+        raise BadRequest(
+            f"max_tokens {params.max_tokens} is larger than this model's context per slot "
+            f"({model.info.n_ctx_slot} tokens)", "max_tokens",
+        )
 
 
 def usage(seq: Sequence) -> dict[str, Any]:
@@ -96,6 +130,7 @@ class Generation:
             prompt = body.get("prompt")
         manager = self.request.app[MANAGER]
         async with manager.acquire(name, keep_alive(body)) as model:
+            check_room(model, params)
             if self.chat:
                 plan = plan_chat(model, tools, None, variables)
                 tokens = await plan.encode(messages)

@@ -10,12 +10,16 @@ from aiohttp import web
 
 from localserve.ground.errors import BadRequest
 from localserve.ground.units import UNSET, KeepAlive, parse_keep_alive
+from localserve.server import limits
 from localserve.server import validation as v
+from localserve.server.state import MANAGER
 
 
 async def read_json(request: web.Request) -> v.JSON:
+    """The body as a JSON object, within the limits of server/limits.py."""
+    raw = await limits.read_body(request, request.app[MANAGER].settings)
     try:
-        body = await request.json()
+        body = limits.parse_json(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BadRequest(f"the request body is not valid JSON: {exc}")
     if not isinstance(body, dict):
@@ -49,6 +53,12 @@ def keep_alive(body: v.JSON) -> KeepAlive:
     return parse_keep_alive(value)
 
 
+# The roles a conversation may hold, as templates know them: OpenAI's "developer" is what its
+# newer models call the system message.
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
+         "tool": "tool"}  # fmt: skip
+
+
 def chat_messages(body: v.JSON) -> list[dict[str, Any]]:
     """Messages as the chat template expects them: role and plain-text content."""
     messages = body.get("messages")
@@ -58,7 +68,11 @@ def chat_messages(body: v.JSON) -> list[dict[str, Any]]:
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
             raise BadRequest(f"messages[{i}] must be an object with a string 'role'", "messages")
-        out.append({**m, "content": _text_content(m.get("content"), i)})
+        role = ROLES.get(m["role"])
+        if role is None:
+            raise BadRequest(f"messages[{i}].role is {m['role']!r}; it must be one of "
+                             f"{', '.join(sorted(ROLES))}", "messages")  # fmt: skip
+        out.append({**m, "role": role, "content": _text_content(m.get("content"), i)})
     return out
 
 

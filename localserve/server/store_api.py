@@ -11,16 +11,19 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from pathlib import Path
 from datetime import datetime, timezone
 from typing import Any
 
 from aiohttp import web
 
+from localserve.ground.errors import BadRequest
 from localserve.ground.model import ModelRef
 from localserve.ground.units import parameter_size
 from localserve.server import fim
 from localserve.server import validation as v
-from localserve.server.errors import classify
+from localserve.server.errors import Refused, classify
+from localserve.server.guard import OPERATOR
 from localserve.server.requests import model_name, read_json
 from localserve.server.state import MANAGER, context_length
 from localserve.store.hub import looks_like_ref, parse_ref
@@ -201,9 +204,32 @@ async def delete(request: web.Request) -> web.Response:
     return web.json_response({})
 
 
+def _reachable(request: web.Request, path: str) -> str:
+    """A path import and scan may read: any for this user's CLI (the operator), else one
+    inside the models folder or an `import_roots` folder, so that no client can list or take
+    files from anywhere else on the machine."""
+    if request.get(OPERATOR):
+        return path
+    resolved = Path(path).expanduser().resolve()
+    roots = [_library(request).store.root, *request.app[MANAGER].settings.import_roots]
+    for root in roots:
+        if resolved.is_relative_to(Path(root).expanduser().resolve()):
+            return path
+    raise Refused(403, f"'{path}' is outside the folders import and scan may read (the models "
+                  "folder and import_roots: --import-roots, LOCALSERVE_IMPORT_ROOTS)",
+                  "path")  # fmt: skip
+
+
+def _path(body: v.JSON) -> str:
+    path = v.string(body, "path", required=True) or ""
+    if "\0" in path:  # no file has one; the OS refuses it with a ValueError, not an OSError
+        raise BadRequest("'path' must not contain a NUL character", "path")
+    return path
+
+
 async def import_(request: web.Request) -> web.Response:
     body = await read_json(request)
-    path = v.string(body, "path", required=True)
+    path = _reachable(request, _path(body))
     name = v.string(body, "model", required=False)
     copy = v.boolean(body, "copy", False)
     store = _library(request).store
@@ -214,7 +240,7 @@ async def import_(request: web.Request) -> web.Response:
 
 async def scan_(request: web.Request) -> web.Response:
     body = await read_json(request)
-    folder = v.string(body, "path", required=True)
+    folder = _reachable(request, _path(body))
     found = await _off_loop(scan, folder)
     return web.json_response({"models": [
         {"path": str(f.path), "size": f.size, "problem": f.problem,

@@ -104,7 +104,8 @@ def _choice(choice: Any, names: list[str]) -> tuple[str, str | None]:
         return "auto", None
     if choice in ("auto", "none", "required"):
         return choice, None
-    name = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    function = choice.get("function") if isinstance(choice, dict) else None
+    name = function.get("name") if isinstance(function, dict) else None
     if not isinstance(name, str):
         raise BadRequest("'tool_choice' must be 'auto', 'none', 'required' or "
                          "{'type': 'function', 'function': {'name': ...}}", "tool_choice")  # fmt: skip
@@ -131,7 +132,10 @@ def history(messages: list[dict[str, Any]], fmt: CallFormat) -> list[dict[str, A
             if not fmt.native:
                 m = _generic_call_turn(m)
         elif m["role"] == "tool":
-            name = m.get("tool_name") or m.get("name") or names.get(m.get("tool_call_id") or "")
+            call_id = m.get("tool_call_id") or ""
+            if not isinstance(call_id, str):
+                raise BadRequest(f"messages[{i}].tool_call_id must be a string", "messages")
+            name = m.get("tool_name") or m.get("name") or names.get(call_id)
             m = {**m, "name": name or ""}
             if not fmt.native:
                 m = _generic_result_turn(m, out)
@@ -158,8 +162,11 @@ def _past_call(call: Any, i: int, j: int) -> dict[str, Any]:
             arguments = json.loads(arguments) if arguments.strip() else {}
         except ValueError:
             raise BadRequest(f"{where}.function.arguments is not JSON", "messages") from None
+    call_id = call.get("id") or ""
+    if not isinstance(call_id, str):
+        raise BadRequest(f"{where}.id must be a string", "messages")
     function = {"name": spec["name"], "arguments": arguments}
-    return {"id": call.get("id") or "", "type": "function", "function": function}
+    return {"id": call_id, "type": "function", "function": function}
 
 
 def _generic_call_turn(m: dict[str, Any]) -> dict[str, Any]:

@@ -53,15 +53,25 @@ def string(body: JSON, key: str, required: bool = False) -> str | None:
     return value
 
 
+MAX_STOPS = 64
+MAX_STOP_CHARS = 256
+
+
 def stop_list(body: JSON, key: str = "stop") -> tuple[str, ...]:
     value = body.get(key)
     if value is None:
         return ()
     if isinstance(value, str):
-        return (value,)
-    if isinstance(value, list) and all(isinstance(s, str) for s in value):
-        return tuple(value)
-    raise BadRequest(f"'{key}' must be a string or a list of strings", key)
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        raise BadRequest(f"'{key}' must be a string or a list of strings", key)
+    # Every generated token is checked against every stop string on the engine's one loop:
+    # bounded here, one request cannot slow every other's tokens.
+    if len(value) > MAX_STOPS:
+        raise BadRequest(f"'{key}' has {len(value)} strings; at most {MAX_STOPS} are taken", key)
+    if any(len(s) > MAX_STOP_CHARS for s in value):
+        raise BadRequest(f"a '{key}' string is longer than {MAX_STOP_CHARS} characters", key)
+    return tuple(value)
 
 
 def obj(body: JSON, key: str) -> JSON:

@@ -1,0 +1,107 @@
+"""Bounds on what one client may make the daemon hold or do, each a clear 4xx (or a 503 for a
+connection beyond the bound), so that no request can crash it or slow everyone else down:
+the size of a body, the time it may take to arrive (a slowloris client trickling bytes), its
+JSON nesting, and the open connections. The bounds on fields (stop strings, roles, logit_bias,
+max_tokens) are with the fields, in validation.py and requests.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from aiohttp import web
+
+from localserve.ground.settings import Settings
+from localserve.ground.units import format_size
+from localserve.server.errors import Refused
+
+log = logging.getLogger(__name__)
+
+# Endpoints whose bodies carry prompts, conversations or inputs to embed: settings.max_body.
+# Every other endpoint takes a small JSON object.
+LARGE_BODIES = frozenset({
+    "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/api/generate", "/api/chat",
+    "/api/embed", "/api/embeddings", "/infill",
+})  # fmt: skip
+SMALL_BODY = 1 << 20
+MAX_DEPTH = 64  # JSON nesting; real requests (tool schemas included) stay far below
+
+
+def body_limit(path: str, settings: Settings) -> int:
+    return settings.max_body if path in LARGE_BODIES else SMALL_BODY
+
+
+async def read_body(request: web.Request, settings: Settings) -> bytes:
+    """The whole body, within its size and within `body_timeout` seconds."""
+    limit = body_limit(request.path, settings)
+    if request.content_length is not None and request.content_length > limit:
+        raise _too_large(request.path, limit)
+    try:
+        return await asyncio.wait_for(_read(request, limit), settings.body_timeout)
+    except asyncio.TimeoutError:
+        raise Refused(408, f"the request body did not arrive within {settings.body_timeout:g} "
+                      "seconds (body_timeout)", "body_timeout") from None  # fmt: skip
+
+
+async def _read(request: web.Request, limit: int) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(request.path, limit)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _too_large(path: str, limit: int) -> Refused:
+    setting = " (max_body)" if path in LARGE_BODIES else ""
+    return Refused(413, f"the request body is larger than {format_size(limit)}, the most "
+                   f"{path} takes{setting}", "max_body" if setting else None)  # fmt: skip
+
+
+def parse_json(raw: bytes) -> Any:
+    """JSON within MAX_DEPTH levels of nesting. Python's decoder recurses: a body of 100,000
+    brackets would exhaust its stack; one of 1,000 would pass it and cost every later walk."""
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise _too_deep() from None
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > MAX_DEPTH:
+                    raise _too_deep()
+                stack.append((child, depth + 1))
+    return value
+
+
+def _too_deep() -> Refused:
+    return Refused(400, f"the request body nests JSON deeper than {MAX_DEPTH} levels")
+
+
+_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+         b"Connection: close\r\nContent-Length: %d\r\n\r\n%s")  # fmt: skip
+
+
+def bound_connections(server: web.Server, limit: int) -> None:
+    """Past `limit` open connections, a new one is answered 503 and closed as it opens, before
+    it may hold anything (aiohttp itself takes as many as the clients open)."""
+    admit = server.connection_made
+
+    def connection_made(handler: Any, transport: asyncio.Transport) -> None:
+        if len(server.connections) >= limit:
+            body = json.dumps({"error": f"too many open connections (max_connections {limit})"})
+            transport.write(_BUSY % (len(body), body.encode()))
+            transport.close()
+            log.warning("refused a connection: %d are open (max_connections)", limit)
+            return
+        admit(handler, transport)
+
+    server.connection_made = connection_made  # type: ignore[method-assign]
