@@ -87,9 +87,10 @@ MODEL_OR_NAME = {
     "name": {**text("the older name of `model`"), "examples": ["smollm2"]},
 }
 NAMED = {"anyOf": [{"required": ["model"]}, {"required": ["name"]}]}
+_SECONDS = r"-?[0-9]+(\.[0-9]+)?"
 KEEP_ALIVE = one_of(
     {"type": "number"},
-    {"type": "string", "pattern": r"^(-?[0-9]+(\.[0-9]+)?|(-?[0-9]+(\.[0-9]+)?([mM]?[sS]|[mMhH]))+)$"},
+    {"type": "string", "pattern": f"^({_SECONDS}|({_SECONDS}([mM]?[sS]|[mMhH]))+)$"},
     {"type": "null"},
     description="how long the model stays loaded after this request: seconds or a duration "
     'such as "5m" or "1h30m"; 0 unloads it when its requests end; negative, or over 100 '
@@ -159,8 +160,13 @@ PENALTIES = {"presence_penalty": number(-2, 2, 0), "frequency_penalty": number(-
 # OpenAI's sampling fields, with llama.cpp's top_k, min_p and repeat_penalty.
 OPENAI_SAMPLING = {
     "n": integer(1, 1, 1, "only 1"),
-    "max_tokens": integer(1, 1 << 30),
-    "max_completion_tokens": integer(1, 1 << 30, doc="wins over max_tokens"),
+    "max_tokens": integer(1, 1 << 30, doc="at most a slot's context (a larger one is a 400)"),
+    "max_completion_tokens": integer(1, 1 << 30, doc="max_tokens' newer name, which wins"),
+    "logit_bias": nullable({
+        "type": "object", "propertyNames": {"pattern": "^[0-9]+$"},
+        "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100},
+        "description": "a bias for each token id (below the vocabulary size); -100 bans it",
+    }),
     "stop": STOP,
     "temperature": number(0, 2, 0.8),
     "top_p": number(0, 1, 0.95),
