@@ -27,6 +27,11 @@ class Call:
     arguments: dict[str, Any]
     id: str = field(default_factory=lambda: "call_" + uuid.uuid4().hex[:24])
 
+    @property
+    def arguments_json(self) -> str:
+        """The arguments as OpenAI sends them: JSON text."""
+        return json.dumps(self.arguments, ensure_ascii=False)
+
 
 @dataclass
 class Parsed:

@@ -6,6 +6,7 @@ is rendered, which grammar constrains the answer and how the answer is split
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from localserve.engine.resident import ResidentModel
@@ -25,11 +26,12 @@ class ChatPlan:
     variables: dict[str, Any] = field(default_factory=dict)  # more for the template to read
     thinking_open: bool = False  # the rendered prompt already opened a <think> block
 
-    @property
+    # Read from the template's source once: Ollama's chat renders again for each turn it drops.
+    @cached_property
     def format(self) -> CallFormat:
         return call_format(self.model.info.chat_template)
 
-    @property
+    @cached_property
     def thinks(self) -> bool:
         return thinks(self.model.info.chat_template)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from typing import Any
@@ -99,10 +98,10 @@ def finish_reason(seq: Sequence, calls: list[Call]) -> str:
 def tool_call(call: Call, streamed: bool) -> dict[str, Any]:
     """A call as OpenAI writes it: arguments as JSON text. A streamed call comes in two deltas
     under its index: the id, type and name first, then the arguments."""
-    function = {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}
     if streamed:
-        function["arguments"] = ""
+        function = {"name": call.name, "arguments": ""}
         return {"index": call.index, "id": call.id, "type": "function", "function": function}
+    function = {"name": call.name, "arguments": call.arguments_json}
     return {"id": call.id, "type": "function", "function": function}
 
 
@@ -204,8 +203,8 @@ class Generation:
             deltas.append({"content": piece.content})
         for call in piece.calls:
             deltas.append({"tool_calls": [tool_call(call, True)]})
-            arguments = json.dumps(call.arguments, ensure_ascii=False)
-            deltas.append({"tool_calls": [{"index": call.index, "function": {"arguments": arguments}}]})
+            arguments = {"arguments": call.arguments_json}
+            deltas.append({"tool_calls": [{"index": call.index, "function": arguments}]})
         return [{"index": 0, "delta": d, "logprobs": None, "finish_reason": None} for d in deltas]
 
     async def _collect(self, model: ResidentModel, seq: Sequence, parser: AnswerParser) -> web.Response:
