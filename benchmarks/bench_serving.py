@@ -39,6 +39,9 @@ COLD_START, COLD_END = "<!-- bench_serving_cold:start -->", "<!-- bench_serving_
 BASE = "localserve" + BASE_SUFFIX
 SERVERS = ("localserve", BASE, "llama-cpp-python", "llama-cpp-python-default", "llama-server")
 BASELINES = SERVERS[1:]
+# localserve with /metrics off: --metrics-overhead runs it beside localserve (issue #18).
+NO_METRICS = "localserve-no-metrics"
+METRICS_START, METRICS_END = "<!-- bench_serving_metrics:start -->", "<!-- bench_serving_metrics:end -->"
 # llama.cpp's C++ server is not on PyPI: build it from the llama.cpp sources vendored in
 # llama-cpp-python's sdist (same kernels) and name the binary with --llama-server.
 LLAMA_SERVER_BIN = os.environ.get("LLAMA_SERVER", "")
@@ -58,9 +61,9 @@ class Level(Results):
 
 def server_command(name: str, model_path: str, port: int, threads: int) -> tuple[list[str], str]:
     """The argv that starts a server, and the path that answers 200 once it can serve."""
-    if name in ("localserve", BASE):
+    if name in ("localserve", BASE, NO_METRICS):
         args = ["--model", "smollm2", "--parallel", "16", "--ctx", "2048",
-                "--threads", str(threads)]
+                "--threads", str(threads), *(["--no-metrics"] if name == NO_METRICS else [])]
         return serve_command(args, port), "/health"
     if name == "llama-server":
         cmd = [LLAMA_SERVER_BIN, "-m", model_path, "--host", "127.0.0.1", "--port", str(port),
@@ -174,14 +177,15 @@ def ratio_table(levels: list[Level], baseline: str, ours_name: str = "localserve
 def ratio_pairs() -> list[tuple[str, str]]:
     """localserve against every baseline; the baseline tree's localserve against the C++
     server too, so both ratios to llama-server come from one run."""
-    return [("localserve", b) for b in BASELINES] + [(BASE, "llama-server")]
+    return [("localserve", b) for b in (*BASELINES, NO_METRICS)] + [(BASE, "llama-server")]
 
 
-def section(levels: list[Level], argv: list[str], model_path: str, cold: bool) -> str:
+def section(levels: list[Level], argv: list[str], model_path: str, cold: bool,
+            markers: tuple[str, str] = (START, END), title: str = "") -> str:
     parts = [
-        COLD_START if cold else START,
-        "## Serving with cold prompts (`bench_serving.py --cold`)" if cold
-        else "## Serving throughput and latency (`bench_serving.py`)",
+        markers[0],
+        title or ("## Serving with cold prompts (`bench_serving.py --cold`)" if cold
+                  else "## Serving throughput and latency (`bench_serving.py`)"),
         "",
         f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
         f"- Machine: {machine()}",
@@ -204,7 +208,7 @@ def section(levels: list[Level], argv: list[str], model_path: str, cold: bool) -
         ratios = ratio_table(levels, baseline, ours)
         if ratios:
             parts += ["", f"{ours} / {baseline}:", "", ratios]
-    return "\n".join(parts + [COLD_END if cold else END])
+    return "\n".join(parts + [markers[1]])
 
 
 # --- main ----------------------------------------------------------------------------
@@ -228,6 +232,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="give every request a prompt no server has seen (no cached prefix beyond "
                    "the chat template's opening)")
     p.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
+    p.add_argument("--metrics-overhead", type=int, default=0, metavar="N",
+                   help=f"instead: localserve and {NO_METRICS} alternately, N times each; the "
+                   "median of each level is kept (a section of its own)")
     p.add_argument("--llama-server", default=LLAMA_SERVER_BIN, metavar="BIN",
                    help="llama.cpp's llama-server binary (env LLAMA_SERVER); without it that "
                    "server is skipped")
@@ -240,7 +247,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.servers.remove("llama-server")
     if not args.baseline_tree and BASE in args.servers:
         args.servers.remove(BASE)
-    unknown = set(args.servers) - set(SERVERS)
+    if args.metrics_overhead:
+        args.servers = [NO_METRICS, "localserve"] * args.metrics_overhead
+    unknown = set(args.servers) - {*SERVERS, NO_METRICS}
     if unknown:
         p.error(f"unknown server(s): {', '.join(sorted(unknown))}")
     return args
@@ -262,15 +271,30 @@ def main(argv: list[str]) -> int:
             with running_server(server, model_path, args.threads, Path(logdir)) as base:
                 levels += asyncio.run(bench_server(server, base, args.concurrency,
                                                    args.rounds, args.max_tokens, args.cold))
+    if args.metrics_overhead:
+        levels = medians(levels)
     for ours, baseline in ratio_pairs():
         ratios = ratio_table(levels, baseline, ours)
         if ratios:
             print(f"\n{ours} / {baseline}:\n{ratios}")
     if not args.no_write:
         cmd = ["python", str(Path(__file__).resolve().relative_to(REPO)), *argv]
-        markers = (COLD_START, COLD_END) if args.cold else (START, END)
-        write_doc(section(levels, cmd, model_path, args.cold), *markers)
+        if args.metrics_overhead:
+            markers = (METRICS_START, METRICS_END)
+            title = ("## Metrics overhead (`bench_serving.py --metrics-overhead`): the serving "
+                     f"benchmark with /metrics on and off, alternately, median of {args.metrics_overhead}")
+        else:
+            markers, title = ((COLD_START, COLD_END) if args.cold else (START, END)), ""
+        write_doc(section(levels, cmd, model_path, args.cold, markers, title), *markers)
     return 0
+
+
+def medians(levels: list[Level]) -> list[Level]:
+    """Per server and concurrency, the run with the median throughput."""
+    groups: dict[tuple[str, int], list[Level]] = {}
+    for lv in levels:
+        groups.setdefault((lv.server, lv.concurrency), []).append(lv)
+    return [sorted(g, key=lambda lv: lv.tok_s)[len(g) // 2] for g in groups.values()]
 
 
 if __name__ == "__main__":

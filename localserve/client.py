@@ -22,6 +22,11 @@ JSON = dict[str, Any]
 DEFAULT_TIMEOUT_S = 600.0
 
 
+def bare_name(name: str) -> str:
+    """`smollm2:latest` as a user typed it: `smollm2` (Ollama's answers add the tag)."""
+    return name[: -len(":latest")] if name.endswith(":latest") else name
+
+
 class ClientError(Exception):
     """Anything that kept a request from getting its answer."""
 
@@ -145,6 +150,10 @@ class Client:
 
     def unload(self, name: str) -> JSON:
         return self._json("POST", "/api/admin/unload", {"model": name})
+
+    def pin(self, name: str, pinned: bool) -> JSON:
+        """Keep a loaded model in memory whatever its keep-alive (or let it go again)."""
+        return self._json("POST", "/api/admin/pin", {"model": name, "pinned": pinned})
 
     # -- generation ----------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""Starting the daemon for `run` when none answers: detached, logging to a file, waited on."""
+"""Starting a daemon in the background, for `run` and the tray when none answers: detached,
+logging to a file, waited on. Beside client.py: both floor-5 faces (cli/, tray/) use it."""
 
 from __future__ import annotations
 
@@ -9,15 +10,14 @@ import sys
 import time
 from pathlib import Path
 
-from localserve.ground import settings as config
-from localserve.cli.output import note, spinner
 from localserve.client import Client, DaemonUnreachable
+from localserve.ground import settings as config
 
 STARTUP_TIMEOUT_S = 90.0
 # A daemon only starts itself here; a remote address is someone else's to start.
 _LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0", "::", ""}
 # Each daemon that `run` starts opens its part of the shared log with this line.
-START_MARK = "--- started by `localserve run`"
+START_MARK = "--- started by `localserve"
 # faulthandler's first line names the fatal signal; every thread's traceback follows it.
 FATAL_MARK = "Fatal Python error"
 _TAIL_BYTES = 256 * 1024
@@ -36,27 +36,7 @@ def is_local(host: str) -> bool:
     return host in _LOCAL_HOSTS
 
 
-def ensure_daemon(client: Client, settings: config.Settings) -> subprocess.Popen[bytes] | None:
-    """Return once a daemon answers at the configured address, starting one if need be: the
-    process started (whose exit status tells how it died, should it die), else None."""
-    try:
-        client.health()
-        return None
-    except DaemonUnreachable:
-        if not is_local(settings.host):
-            raise
-    log = log_path()
-    with spinner(f"Starting localserve at {settings.url} (log: {log})"):
-        process = start(settings, log)
-        _wait_healthy(client, process, log)
-    note(
-        f"localserve is now running in the background at {settings.url} "
-        f"(log: {log}); `localserve shutdown` stops it"
-    )
-    return process
-
-
-def start(settings: config.Settings, log_path: Path) -> subprocess.Popen[bytes]:
+def start(settings: config.Settings, log_path: Path, by: str = "run") -> subprocess.Popen[bytes]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = [
         sys.executable, "-m", "localserve", "serve", "--no-default-model",
@@ -74,7 +54,7 @@ def start(settings: config.Settings, log_path: Path) -> subprocess.Popen[bytes]:
         # Its own session: the terminal's Ctrl-C and hang-up reach the chat, not the daemon.
         detach["start_new_session"] = True
     with open(log_path, "ab") as log:
-        log.write(f"\n{START_MARK} at {time.ctime()} ---\n".encode())
+        log.write(f"\n{START_MARK} {by}` at {time.ctime()} ---\n".encode())
         log.flush()
         return subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -82,7 +62,7 @@ def start(settings: config.Settings, log_path: Path) -> subprocess.Popen[bytes]:
         )  # fmt: skip
 
 
-def _wait_healthy(client: Client, process: subprocess.Popen[bytes], log_path: Path) -> None:
+def wait_healthy(client: Client, process: subprocess.Popen[bytes], log_path: Path) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while True:
         if process.poll() is not None:

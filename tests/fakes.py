@@ -227,7 +227,7 @@ class FakeLoader:
 
     def unload(self, model: ResidentModel) -> None:
         self.unloads.append(model.name)
-        model.backend.close()
+        model.runner.vocab.close()
 
     def close(self) -> None:
         self.closed = True

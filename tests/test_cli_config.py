@@ -89,7 +89,15 @@ def test_every_setting_is_read_from_flags_environment_and_file_in_that_order(tmp
         "max_body": ("1MiB", "2MiB", "3MiB"), "allowed_hosts": ("a", "b", "c"),
         "origins": ("a", "b", "c"), "import_roots": ("/a", "/b", "/c"),
     }  # fmt: skip
+    two_valued = {"log_format": ("json", "text")}
     for name in NAMES:
+        if name in two_valued:  # each level flips it
+            a, b = two_valued[name]
+            path = write(tmp_path, f'{name} = "{a}"\n')
+            assert getattr(load({}, env={}, path=path), name) == a
+            assert getattr(load({}, env={ENV[name]: b}, path=path), name) == b
+            assert getattr(load({name: a}, env={ENV[name]: b}, path=path), name) == a
+            continue
         if name in SWITCHES:  # two values only: each level flips it
             path = write(tmp_path, f"{name} = true\n")
             assert getattr(load({}, env={}, path=path), name) is True

@@ -130,6 +130,47 @@ def test_past_the_pass_over_bound_the_model_in_the_way_stops_taking_requests() -
     run(scenario)
 
 
+def test_a_model_just_loaded_is_not_evictable_until_its_waiting_requests_take_it() -> None:
+    async def scenario() -> None:
+        # Its requesters resume a moment after the load; a request for another model that
+        # runs in between (one whose estimate just came back, say) must not evict it.
+        m, _ = manager(budget=150)
+        seen: list[bool] = []
+        load = m._load
+
+        async def load_and_look(*args: Any) -> Any:
+            model = await load(*args)
+            seen.append(m._evictable(model))
+            return model
+
+        m._load = load_and_look  # type: ignore[method-assign]
+        async with m.acquire("b") as model:
+            assert not m._evictable(model)  # held now
+        assert seen == [False]
+        assert m._evictable(m.get("b"))  # idle, nobody waiting: evictable again
+
+    run(scenario)
+
+
+def test_a_request_whose_model_goes_before_it_can_take_it_gets_a_fresh_load() -> None:
+    async def scenario() -> None:
+        m, loader = manager(budget=150)
+        load = m._load
+
+        async def load_then_lose(*args: Any) -> Any:
+            model = await load(*args)
+            if loader.loads == ["b"]:
+                m._lost(["b"], "the worker died")  # between the load and the request
+            return model
+
+        m._load = load_then_lose  # type: ignore[method-assign]
+        async with m.acquire("b") as model:
+            assert m.get("b") is model, "the request got a model that was no longer loaded"
+        assert loader.loads == ["b", "b"]
+
+    run(scenario)
+
+
 def test_keep_alive_zero_unloads_the_model_when_its_request_ends() -> None:
     async def scenario() -> None:
         m, loader = manager()

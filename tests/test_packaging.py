@@ -43,3 +43,19 @@ def test_the_built_wheel_resolves_a_catalog_name_in_a_clean_virtualenv(tmp_path:
         capture_output=True, text=True, cwd=tmp_path, check=True,
     )
     assert "cpu-noamx" in out.stdout.split()
+
+
+def test_the_wheel_ships_the_web_page_and_the_tray_program(tmp_path: Path) -> None:
+    import zipfile
+
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT)],
+        check=True,
+    )
+    names = zipfile.ZipFile(next(wheels.glob("localserve-*.whl"))).namelist()
+    for page in ("index.html", "ui.js", "markdown.js", "ui.css"):
+        assert f"localserve/server/ui/{page}" in names
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    text = zipfile.ZipFile(next(wheels.glob("localserve-*.whl"))).read(entry_points).decode()
+    assert "localserve-tray = localserve.tray:main" in text

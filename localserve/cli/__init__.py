@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from localserve import __version__
-from localserve.cli import doctor, loaded, models, native, run, serve, status
+from localserve.cli import doctor, loaded, models, native, run, serve, service, status
 from localserve.cli.common import Failure
 from localserve.cli.output import (
     EXIT_CODES_HELP,
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_parsers(sub)
     doctor.add_parser(sub)
     native.add_parsers(sub)
+    service.add_parsers(sub)
     return parser
 
 

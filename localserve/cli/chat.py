@@ -13,12 +13,13 @@ from typing import Any
 
 from localserve.cli import output, parameters
 from localserve.cli.answer import stream_answer
-from localserve.cli.common import bare_name
 from localserve.cli.cutoff import Daemon
 from localserve.cli.output import FAILED, OK, UNREACHABLE
 from localserve.cli.parameters import PARAMETERS
 from localserve.cli.wrap import answer_writer
-from localserve.client import ApiError, Client, ClientError, DaemonUnreachable, StreamCutOff
+from localserve.client import (
+    ApiError, Client, ClientError, DaemonUnreachable, StreamCutOff, bare_name,
+)
 
 try:  # line editing and history where the platform has it
     import readline  # noqa: F401

@@ -28,8 +28,3 @@ def address_options() -> argparse.ArgumentParser:
 def connect(args: argparse.Namespace) -> tuple[config.Settings, Client]:
     settings = config.load({"host": args.host, "port": args.port})
     return settings, Client(settings.url)
-
-
-def bare_name(name: str) -> str:
-    """`smollm2:latest` as a user typed it: `smollm2`."""
-    return name[: -len(":latest")] if name.endswith(":latest") else name

@@ -12,8 +12,8 @@ import time
 from urllib.parse import urlsplit
 
 from localserve.cli import output
-from localserve.cli.background import ended, is_local, log_path, tail
 from localserve.client import Client, ClientError, DaemonUnreachable, StreamCutOff
+from localserve.launcher import ended, is_local, log_path, tail
 
 # A daemon that died closes its sockets as it ends: its exit status follows within a moment.
 EXIT_GRACE_S = 3.0

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 
 from localserve.cli import output
-from localserve.cli.common import address_options, bare_name, connect
+from localserve.cli.common import address_options, connect
 from localserve.cli.output import OK
-from localserve.client import JSON
+from localserve.client import JSON, bare_name
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

@@ -8,11 +8,11 @@ import os
 from typing import Any
 
 from localserve.cli import output
-from localserve.cli.common import address_options, bare_name, connect
+from localserve.cli.common import address_options, connect
 from localserve.cli.cutoff import Daemon
 from localserve.cli.output import FAILED, OK
 from localserve.cli.run import pull
-from localserve.client import StreamCutOff
+from localserve.client import StreamCutOff, bare_name
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

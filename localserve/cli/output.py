@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from localserve.ground.units import format_size, parse_time, time_span
+
 # Exit codes scripts can rely on (documented in `localserve --help`).
 OK = 0
 FAILED = 1  # the daemon refused or failed: does not fit, download failed, bad request
@@ -40,31 +42,7 @@ def note(message: str) -> None:
 
 
 def size(n: int | float | None) -> str:
-    if n is None:
-        return "-"
-    for unit, step in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= step:
-            return f"{n / step:.1f} {unit}"
-    return f"{int(n)} B"
-
-
-def parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-
-
-def _span(seconds: float) -> str:
-    for unit, step in (("day", 86400), ("hour", 3600), ("minute", 60)):
-        if seconds >= step:
-            n = int(seconds // step)
-            return f"{n} {unit}{'s' if n != 1 else ''}"
-    n = int(seconds)
-    return f"{n} second{'s' if n != 1 else ''}"
+    return "-" if n is None else format_size(int(n))
 
 
 def ago(text: str | None) -> str:
@@ -72,7 +50,7 @@ def ago(text: str | None) -> str:
     if moment is None:
         return "-"
     seconds = (datetime.now(timezone.utc) - moment).total_seconds()
-    return "just now" if seconds < 1 else f"{_span(seconds)} ago"
+    return "just now" if seconds < 1 else f"{time_span(seconds)} ago"
 
 
 def until(text: str | None) -> str:
@@ -82,7 +60,7 @@ def until(text: str | None) -> str:
     seconds = (moment - datetime.now(timezone.utc)).total_seconds()
     if seconds > 100 * 365 * 86400:
         return "forever"
-    return "now" if seconds < 1 else f"{_span(seconds)} from now"
+    return "now" if seconds < 1 else f"{time_span(seconds)} from now"
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from typing import Any
 
 from localserve.cli import output, parameters
 from localserve.cli.answer import stream_answer
-from localserve.cli.background import DaemonDidNotStart, ensure_daemon
 from localserve.cli.chat import ChatSession
 from localserve.cli.common import Failure, address_options, connect
 from localserve.cli.cutoff import Daemon
@@ -16,6 +16,8 @@ from localserve.cli.output import FAILED, OK, UNREACHABLE, USAGE, spinner
 from localserve.cli.progress import show_pull
 from localserve.cli.wrap import answer_writer
 from localserve.client import ApiError, Client, DaemonUnreachable, StreamCutOff
+from localserve.ground import settings as config
+from localserve.launcher import DaemonDidNotStart, is_local, log_path, start, wait_healthy
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -48,6 +50,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="how long the model stays loaded after this session (e.g. 10m, 0, -1)",
     )
     run.set_defaults(handler=run_command)
+
+
+def ensure_daemon(client: Client, settings: config.Settings) -> subprocess.Popen[bytes] | None:
+    """Return once a daemon answers at the configured address, starting one if need be: the
+    process started (whose exit status tells how it died, should it die), else None."""
+    try:
+        client.health()
+        return None
+    except DaemonUnreachable:
+        if not is_local(settings.host):
+            raise
+    log = log_path()
+    with spinner(f"Starting localserve at {settings.url} (log: {log})"):
+        process = start(settings, log)
+        wait_healthy(client, process, log)
+    output.note(
+        f"localserve is now running in the background at {settings.url} "
+        f"(log: {log}); `localserve shutdown` stops it"
+    )
+    return process
 
 
 def run_command(args: argparse.Namespace) -> int:

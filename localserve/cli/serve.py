@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from localserve.ground import settings as config
+from localserve.cli import log_format
 from localserve.cli.output import OK
+from localserve.ground import settings as config
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +72,8 @@ def serve_command(args: argparse.Namespace) -> int:
     # Imported here: only the daemon needs the engine.
     from localserve.server.daemon import run
 
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    log_format.configure(logging.DEBUG if args.verbose else logging.INFO,
+                         json_lines=settings.log_format == "json")
     if settings.models_dir:
         # The store reads its folder from the environment, as Ollama's does from OLLAMA_MODELS.
         os.environ["LOCALSERVE_MODELS"] = settings.models_dir

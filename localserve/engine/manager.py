@@ -22,6 +22,7 @@ from typing import Protocol
 from localserve.engine.devices import find_devices
 from localserve.engine.loader import Loader
 from localserve.engine.placement import AUTO, Pin, Placement, place
+from localserve.engine.tally import ResidencyTally
 from localserve.engine.pools import MemoryPool, device_pools, summary
 from localserve.ground.errors import BadRequest, DoesNotFit, ModelBusy
 from localserve.ground.units import UNSET, KeepAlive, format_size
@@ -56,6 +57,7 @@ class ModelManager:
         # In preference order: the CPU's first, then the GPUs, fastest first.
         self.pools = {pool.device: pool for pool in pools}
         self.load_counts: dict[str, int] = {}
+        self.tally = ResidencyTally()
         # Models first named by a file path keep answering to their name after an eviction.
         self._known: dict[str, ModelRef] = {}
         self._resident: dict[str, ResidentModel] = {}
@@ -81,6 +83,11 @@ class ModelManager:
     @property
     def models(self) -> list[ResidentModel]:
         return list(self._resident.values())
+
+    @property
+    def loading(self) -> list[str]:
+        """Models being loaded now, for /health (the tray's "Loading X")."""
+        return list(self._loading)
 
     def get(self, name: str) -> ResidentModel | None:
         return self._resident.get(canonical_name(name))
@@ -139,6 +146,8 @@ class ModelManager:
                     await self._wait_for_change(started, ref.name, 0.05)
                     continue
                 model = await self._await_load(ref, started, pin)
+                if self._resident.get(ref.name) is not model:
+                    continue  # gone before this request could take it (its worker died)
                 if model.placement.answers(pin):  # not so when another's load was under way
                     return model
         finally:
@@ -203,6 +212,7 @@ class ModelManager:
         model.placement = placement
         self._resident[ref.name] = model
         self.load_counts[ref.name] = self.load_counts.get(ref.name, 0) + 1
+        self.tally.load_seconds[ref.name] += model.load_seconds
         model.keep_alive_s = self.settings.keep_alive
         self._notify()
         log.info(
@@ -215,11 +225,13 @@ class ModelManager:
     def _room(self, pool: MemoryPool) -> int:
         """What `pool` could hold for a newcomer now: its free memory and what its idle,
         unpinned models hold (placement evicts them before it offloads less)."""
-        idle = sum(
-            pool.reserved.get(m.name, 0)
-            for m in self._resident.values() if m.idle and not m.pinned
-        )  # fmt: skip
+        idle = sum(pool.reserved.get(m.name, 0) for m in self._resident.values() if self._evictable(m))
         return pool.free + idle
+
+    def _evictable(self, model: ResidentModel) -> bool:
+        """Idle, unpinned, and not just loaded for requests that have yet to take it (they
+        resume a moment after the load; a request for another model can run in between)."""
+        return model.idle and not model.pinned and not self._waiters.get(model.name)
 
     def _release(self, name: str) -> None:
         for pool in self.pools.values():
@@ -229,16 +241,20 @@ class ModelManager:
 
     async def _make_room(self, name: str, placement: Placement, started: float) -> None:
         in_the_way: list[ResidentModel] = []
+        waited_from = time.monotonic()
+        waited = False
         # Loads that wait for room take it in the order they came: memory freed for an older
         # swap must not go to a newer request (one for the very model evicted, say).
         self._in_line.append(name)
         try:
             while self._in_line[0] != name or not self._room_for(name, placement):
+                waited = True
                 if self._in_line[0] != name:
                     await self._wait_for_change(started, name)
                     continue
                 victim = self._idle_victim(name, placement)
                 if victim is not None:
+                    self.tally.evictions[victim.name] += 1
                     self._start_unload(victim)
                 elif time.monotonic() - started > self.settings.max_pass_over:
                     # Stop feeding the models in the way, so they drain and can be evicted.
@@ -251,6 +267,8 @@ class ModelManager:
                 await self._wait_for_change(started, name, left if left > 0 else 1.0)
         finally:
             self._in_line.remove(name)
+            if waited:
+                self.tally.swap(name, time.monotonic() - waited_from)
             for model in in_the_way:
                 model.draining = False
             self._notify()
@@ -276,7 +294,7 @@ class ModelManager:
         short = self._short(placement)
         idle = [
             m for m in self._resident.values()
-            if m.name != name and not m.pinned and m.idle
+            if m.name != name and self._evictable(m)
             and (self._over_cap() or any(p.reserved.get(m.name) for p in short))
         ]  # fmt: skip
         return min(idle, key=lambda m: m.last_used, default=None)

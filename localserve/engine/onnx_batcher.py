@@ -160,6 +160,7 @@ class OnnxBatcher:
                 end_sequence(seq, "error", outbox, error=str(exc))
                 continue
             seq.status = Status.RUNNING
+            seq.queued_s = time.monotonic() - seq.created_at
             seq.n_prefilled = len(seq.prompt)
             self.running.append(seq)
             started += 1

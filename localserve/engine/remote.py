@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ class RemoteRunner:
         self.sequences: dict[int, Sequence] = {}
         self.jobs: dict[int, asyncio.Future[list[np.ndarray]]] = {}
         self._load = m.ModelLoad(0, 0, 0)
+        self.batch_sizes: Counter[int] = Counter()  # sequences with news in a step: steps
 
     @property
     def name(self) -> str:
@@ -85,12 +87,14 @@ class RemoteRunner:
 
     def stats(self) -> dict[str, Any]:
         load = self._load
-        return {"queued": load.waiting, "running": load.running, "prompt_cache": load.prompt_cache}
+        return {"queued": load.waiting, "running": load.running, "prompt_cache": load.prompt_cache,
+                "batch_sizes": dict(self.batch_sizes)}
 
     # -- from the worker, on the event loop --------------------------------------------------
 
     def stepped(self, outputs: list[m.Output], load: m.ModelLoad) -> None:
         self._load = load
+        self.batch_sizes[len(outputs)] += 1
         now = time.monotonic()
         items: Outbox = []
         for out in outputs:
@@ -101,7 +105,7 @@ class RemoteRunner:
                 seq.first_token_at = seq.first_token_at or now
                 seq.generated.extend(out.tokens)
                 seq.status = Status.RUNNING
-            seq.cached_tokens = out.cached_tokens
+            seq.cached_tokens, seq.queued_s = out.cached_tokens, out.queued_s
             if out.finish_reason is not None:
                 seq.finish_reason = out.finish_reason
                 seq.finished_at = now

@@ -168,6 +168,7 @@ class Scheduler:
             seq.slot = slot
             seq.n_prefilled = seq.cached_tokens = reuse
             seq.status = Status.RUNNING
+            seq.queued_s = time.monotonic() - seq.created_at
             self.running.append(seq)
 
     def _fail_start(self, seq: Sequence, exc: Exception, outbox: Outbox) -> None:

@@ -71,6 +71,7 @@ class Sequence:
         # Set by the batcher's cancel; the engine thread frees what the sequence holds.
         self.cancelled = False
         self.created_at = time.monotonic()
+        self.queued_s = 0.0  # from queueing to a slot
         self.first_token_at: float | None = None
         self.finished_at: float | None = None
         self.detokenizer = IncrementalDetokenizer()

@@ -60,6 +60,7 @@ class Device:
     deaths: int = 0
     died_at: float = 0.0
     last_point: tuple[str, ...] | None = None
+    last_cause: str | None = None
     failed: str | None = None
     use_extra_bufts: bool | None = None
     models: dict[str, RemoteRunner] = field(default_factory=dict)
@@ -134,6 +135,7 @@ class WorkerLoader:
             state = "failed" if device.failed else ("running" if worker and worker.alive else "idle")
             out[device.name] = {
                 "state": state, "reason": device.failed, "restarts": device.deaths,
+                "last_cause": device.last_cause,
                 "pid": worker.pid if worker and worker.alive else None,
             }  # fmt: skip
         return out
@@ -211,4 +213,5 @@ class WorkerLoader:
             log.error("the %s engine is marked failed: %s", device.name, device.failed)
         device.deaths += 1
         device.died_at = now
+        device.last_cause = cause
         device.last_point = point

@@ -110,6 +110,7 @@ class Output(msgspec.Struct, array_like=True):
     finish_reason: str | None = None
     error: str | None = None
     cached_tokens: int = 0
+    queued_s: float = 0.0  # how long it waited for a slot
 
 
 class ModelLoad(msgspec.Struct, array_like=True):

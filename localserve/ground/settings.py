@@ -177,6 +177,16 @@ SECRET = Kind(str, lambda _: "(set)", "text")
 SWITCH = Kind(_switch, lambda v: "on" if v else "off", "true or false")
 
 
+def _log_format(raw: Any) -> str:
+    text = str(raw).strip().lower()
+    if text not in ("text", "json"):
+        raise ValueError
+    return text
+
+
+LOG_FORMAT = Kind(_log_format, str, '"text" or "json"')
+
+
 def setting(default: Any, kind: Kind, help: str, *, unset: str = "", env: str = "") -> Any:
     """A field of Settings: its default, its kind, its help, and what None means when that is
     its default (`unset`)."""
@@ -255,6 +265,12 @@ class Settings:
     )
     body_timeout: float = setting(30.0, SECONDS, "seconds a request body may take to arrive")
     max_connections: int = setting(256, WHOLE, "open connections at most; more are refused")
+    # What the daemon tells about itself (server/metrics.py, server/request_log.py).
+    no_metrics: bool = setting(False, SWITCH, "turn GET /metrics off")
+    log_format: str = setting("text", LOG_FORMAT, "the log's lines: text, or json (one object a "
+                              "line, a request's fields as an object)")
+    log_prompts: bool = setting(False, SWITCH, "put each request's prompt in its log line "
+                                "(never without this)")
 
     @property
     def url(self) -> str:
@@ -299,6 +315,15 @@ def config_path(env: Mapping[str, str] = os.environ) -> Path:
     if env.get(CONFIG_ENV):
         return Path(env[CONFIG_ENV]).expanduser()
     return Path(platformdirs.user_config_dir(APP, appauthor=False)) / "config.toml"
+
+
+def default_models_dir() -> Path:
+    """The models folder when `models_dir` is unset (the store's, and the tray's to open)."""
+    return Path(platformdirs.user_data_dir(APP)) / "models"
+
+
+def models_dir(settings: Settings) -> Path:
+    return Path(settings.models_dir).expanduser() if settings.models_dir else default_models_dir()
 
 
 def log_dir() -> Path:

@@ -1,11 +1,12 @@
 """Units a user types: memory sizes ("512MiB", "4G") and durations as Ollama takes them for
 keep_alive (seconds, or "5m", "1h30m", "-1"); and the figures we print back (sizes, parameter
-counts); and the byte widths of the floats memory estimates count in."""
+counts, spans of time); and the byte widths of the floats memory estimates count in."""
 
 from __future__ import annotations
 
 import enum
 import re
+from datetime import datetime, timezone
 from typing import Final
 
 from localserve.ground.errors import BadRequest
@@ -80,6 +81,27 @@ def format_size(n: int) -> str:
         if abs(n) >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} B"
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """An ISO time from the API (Ollama's `expires_at`), as an aware datetime."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def time_span(seconds: float) -> str:
+    """A span as a person says it, to its largest unit: "4 minutes", "1 day"."""
+    for unit, step in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= step:
+            n = int(seconds // step)
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    n = int(seconds)
+    return f"{n} second{'s' if n != 1 else ''}"
 
 
 def parameter_size(n: int) -> str:

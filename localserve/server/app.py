@@ -11,7 +11,8 @@ from aiohttp import web
 from localserve import __version__
 from localserve.engine.manager import ModelManager
 from localserve.server import (
-    admin_api, embeddings_api, guard, infill_api, ollama_api, openai_api, openapi, store_api,
+    admin_api, embeddings_api, guard, infill_api, metrics, ollama_api, openai_api, openapi,
+    request_log, store_api, ui,
 )
 from localserve.server.errors import error_response
 from localserve.server.state import MANAGER
@@ -38,18 +39,25 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
 
 async def health(request: web.Request) -> web.Response:
     manager = request.app[MANAGER]
+    # What the daemon is busy with besides answering: the tray's "Loading X", "Pulling X 40%".
     return web.json_response(
         {"status": "ok", "version": __version__, "models": [m.name for m in manager.models],
+         "loading": manager.loading, "pulling": list(request.app[store_api.PULLS].values()),
          "devices": manager.loader.health()}
     )
 
 
 def build_app(manager: ModelManager) -> web.Application:
     # The guard runs inside the error middleware, so its refusals leave in each face's shape.
-    app = web.Application(middlewares=[errors_middleware, guard.guard_middleware],
-                          client_max_size=64 * 1024 * 1024)  # fmt: skip
+    # Outermost, the request's log line: it sees the status the error middleware gave.
+    middlewares = [request_log.request_log_middleware, errors_middleware, guard.guard_middleware]
+    app = web.Application(middlewares=middlewares, client_max_size=64 * 1024 * 1024)
     app[MANAGER] = manager
-    guard.install(app, manager.settings)
+    settings = manager.settings
+    guard.install(app, settings)
+    request_log.install(app, settings.log_prompts)
+    if not settings.no_metrics:
+        metrics.install(app)
     app.router.add_get("/health", health)
     openai_api.add_routes(app)
     admin_api.add_routes(app)
@@ -58,4 +66,5 @@ def build_app(manager: ModelManager) -> web.Application:
     store_api.add_routes(app)
     infill_api.add_routes(app)
     openapi.add_routes(app)
+    ui.add_routes(app)
     return app

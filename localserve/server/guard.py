@@ -35,12 +35,14 @@ from aiohttp import web
 
 from localserve.ground.settings import OPERATOR_HEADER, Settings, operator_token_path
 from localserve.server.errors import Refused
+from localserve.server import ui
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-OPEN_PATHS = frozenset({"/health", "/", "/api/version"})
+# The page's own files hold no data: it loads, then asks for the key when the API wants one.
+OPEN_PATHS = frozenset({"/health", "/", "/api/version", *ui.PATHS})
 ADMIN_PATHS = frozenset({
     "/api/pull", "/api/delete", "/api/admin/import", "/api/admin/scan", "/api/admin/load",
     "/api/admin/unload", "/api/admin/pin", "/api/admin/shutdown",
@@ -196,6 +198,8 @@ async def add_cors_headers(request: web.Request, response: web.StreamResponse) -
     if origin is not None and request.app[GUARD].origin_allowed(origin):
         response.headers["Access-Control-Allow-Origin"] = origin
         response.headers["Access-Control-Allow-Credentials"] = "true"
+        # A page may read the request's id (request_log.py), to quote it in a bug report.
+        response.headers["Access-Control-Expose-Headers"] = "X-Request-Id"
         response.headers.add("Vary", "Origin")
 
 

@@ -30,7 +30,7 @@ from localserve.engine.resident import ResidentModel
 from localserve.engine.sequence import Sequence
 from localserve.ground.errors import BadRequest, EngineError
 from localserve.ground.sampling import SamplingParams
-from localserve.server import fim
+from localserve.server import fim, request_log
 from localserve.server import validation as v
 from localserve.server.infill_rules import LineRules
 from localserve.server.requests import keep_alive, read_json
@@ -77,7 +77,7 @@ async def infill(request: web.Request) -> web.StreamResponse:
         if params.penalty_last_n < 0:  # llama.cpp's -1: the whole context
             params = replace(params, penalty_last_n=model.info.n_ctx_slot)
         prompt = await fim.encode(model, fill, model.info.n_ctx_slot, "input_suffix")
-        async with model.generation(prompt.tokens, params, "input_prefix") as seq:
+        async with request_log.generation(request, model, prompt.tokens, params, "input_prefix") as seq:
             answer = _Answer(model, seq, params, prompt.truncated, n_predict, fields)
             if stream:
                 return await answer.stream(request, rules)

@@ -21,7 +21,7 @@ from localserve.ground.units import KeepAlive
 from localserve.engine.placement import Pin
 from localserve.engine.resident import ResidentModel
 from localserve.engine.sequence import Sequence
-from localserve.server import fim, ollama_template
+from localserve.server import fim, ollama_template, request_log
 from localserve.server.answer_parser import AnswerParser, Parsed
 from localserve.server.chat_plan import ChatPlan, plan_chat
 from localserve.server.tool_calls import read_tools
@@ -91,7 +91,7 @@ class OllamaGeneration:
             # A raw prompt or a template of the request's own is not the model's: no thinking.
             parser = AnswerParser() if self._untemplated(body) else plan.parser()
             field = "messages" if self.chat else "prompt"
-            async with model.generation(tokens, params, field) as seq:
+            async with request_log.generation(self.request, model, tokens, params, field) as seq:
                 self.context = None if self.chat or body.get("raw") else tokens
                 if stream:
                     return await self._stream(seq, parser)

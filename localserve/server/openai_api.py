@@ -13,7 +13,7 @@ from localserve.ground.errors import BadRequest, EngineError
 from localserve.engine.resident import ResidentModel
 from localserve.ground.sampling import SamplingParams
 from localserve.engine.sequence import Sequence
-from localserve.server import fim, structured
+from localserve.server import fim, request_log, structured
 from localserve.server.answer_parser import AnswerParser, Call, Parsed
 from localserve.server.chat_plan import plan_chat, template_kwargs
 from localserve.server.tool_calls import read_tools
@@ -138,7 +138,8 @@ class Generation:
             else:
                 tokens = await self._encode_prompt(model, prompt, suffix)
                 parser = AnswerParser()
-            async with model.generation(tokens, params, "messages" if self.chat else "prompt") as seq:
+            field = "messages" if self.chat else "prompt"
+            async with request_log.generation(self.request, model, tokens, params, field) as seq:
                 if stream:
                     return await self._stream(model, seq, parser, include_usage)
                 return await self._collect(model, seq, parser)

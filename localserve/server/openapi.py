@@ -94,6 +94,17 @@ def _admin(summary: str, answer: str, body: str | None = None,
 PATHS: dict[str, dict[str, Any]] = {
     "/health": {"get": op("whether the daemon is up, its models and devices", "daemon", "Health")},
     "/openapi.json": {"get": op("this document", "daemon", FREE_OBJECT)},
+    "/metrics": {"get": op("Prometheus' text format: requests, tokens, latency, batching, "
+                           "residency, pools, prompt caches, workers", "daemon",
+                           {"type": "string"}, media_type="text/plain")},
+    # The web page: its files (ui.py), served as they are.
+    "/ui": {"get": op("the web page: chat, models, live figures", "daemon", {"type": "string"},
+                      media_type="text/html")},
+    "/ui/": {"get": op("the web page", "daemon", {"type": "string"}, media_type="text/html")},
+    "/ui/{name}": {"get": {**op("one of the page's files", "daemon", {"type": "string"},
+                                errors=(404,), media_type="text/plain"),
+                           "parameters": [{"name": "name", "in": "path", "required": True,
+                                           "schema": {"type": "string"}}]}},
     # -- OpenAI
     "/v1/chat/completions": {"post": op(
         "a chat answer", "openai", "ChatCompletion", "ChatCompletionRequest", RUNS, SSE)},

@@ -381,6 +381,10 @@ ANSWERS: dict[str, Schema] = {
     "Pinned": _fixed({"model": STRING, "pinned": {"type": "boolean"}}),
     "ShuttingDown": _fixed({"status": STRING, "pid": INT}),
     "Health": _fixed({"status": {"const": "ok"}, "version": STRING, "models": array(STRING),
+                      "loading": array(STRING),
+                      "pulling": array({"type": "object", "required": ["model", "status"],
+                                        "properties": {"model": STRING, "status": STRING,
+                                                       "completed": NAT, "total": NAT}}),
                       "devices": {"type": "object", "additionalProperties": _fixed({
                           "state": {"enum": ["running", "idle", "failed"]},
                           "reason": nullable(STRING), "restarts": NAT, "pid": nullable(INT),

@@ -15,6 +15,10 @@ from localserve.server import validation as v
 from localserve.server.state import MANAGER
 
 
+# The parsed body, kept on the request for its log line (request_log.py's --log-prompts).
+BODY = "localserve.body"
+
+
 async def read_json(request: web.Request) -> v.JSON:
     """The body as a JSON object, within the limits of server/limits.py."""
     raw = await limits.read_body(request, request.app[MANAGER].settings)
@@ -24,6 +28,7 @@ async def read_json(request: web.Request) -> v.JSON:
         raise BadRequest(f"the request body is not valid JSON: {exc}")
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
+    request[BODY] = body
     return body
 
 

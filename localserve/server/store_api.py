@@ -33,6 +33,10 @@ from localserve.store.manifest import Manifest
 from localserve.store.names import parse_name
 
 
+# The pulls running now, by name: their latest progress, for /health (the tray shows it).
+PULLS = web.AppKey("pulls", dict)
+
+
 class PullCancelled(Exception):
     """The client went away: stop downloading (the partial file is kept for a resume)."""
 
@@ -160,14 +164,25 @@ async def pull(request: web.Request) -> web.StreamResponse:
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
     cancelled = threading.Event()
+    pulls: dict[str, dict[str, Any]] = request.app[PULLS]
+    pulls[name] = {"model": name, "status": "pulling manifest"}
+
+    def progress(event: dict[str, Any]) -> None:
+        shown = {k: event[k] for k in _PROGRESS if event.get(k) is not None}
+        pulls[name] = {"model": name, **shown}
+        queue.put_nowait(event)
 
     def report(event: dict[str, Any]) -> None:
         if cancelled.is_set():
             raise PullCancelled()
-        loop.call_soon_threadsafe(queue.put_nowait, event)
+        loop.call_soon_threadsafe(progress, event)
+
+    def done(_: object) -> None:
+        pulls.pop(name, None)
+        queue.put_nowait(None)
 
     task = loop.run_in_executor(None, library.pull, name, report)
-    task.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, None))
+    task.add_done_callback(lambda _: loop.call_soon_threadsafe(done, None))
     try:
         if not stream:
             await asyncio.shield(task)
@@ -184,6 +199,9 @@ async def pull(request: web.Request) -> web.StreamResponse:
     finally:
         if not task.done():
             cancelled.set()
+
+
+_PROGRESS = ("status", "completed", "total")
 
 
 def _check_pullable(library: Library, name: str) -> None:
@@ -250,6 +268,7 @@ async def scan_(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
+    app[PULLS] = {}
     app.router.add_get("/api/tags", tags)
     app.router.add_post("/api/show", show)
     app.router.add_post("/api/pull", pull)

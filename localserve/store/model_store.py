@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from localserve.formats import BadModelFile, format_named
+from localserve.ground.settings import default_models_dir
 from localserve.store.manifest import Manifest, ManifestFile
 from localserve.store.names import BadName, ModelName, inside, parse_digest
 
@@ -30,9 +31,7 @@ def default_root() -> Path:
     env = os.environ.get("LOCALSERVE_MODELS")
     if env:
         return Path(env).expanduser()
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("localserve")) / "models"
+    return default_models_dir()
 
 
 def atomic_write(path: Path, text: str) -> None:

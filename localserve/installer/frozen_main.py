@@ -1,0 +1,16 @@
+"""The entry of both frozen programs (localserve.spec). `PROGRAM -m MODULE ARGS` runs a module
+as `python -m` would, so that every `sys.executable -m ...` the daemon starts (its engine
+workers, the build probe) and the login entries (service.py) work in a PyInstaller folder too;
+otherwise `localserve-tray` runs the tray and `localserve` the CLI."""
+
+import runpy
+import sys
+from pathlib import Path
+
+if len(sys.argv) > 2 and sys.argv[1] == "-m":
+    module, sys.argv = sys.argv[2], [sys.argv[0], *sys.argv[3:]]
+elif Path(sys.executable).stem == "localserve-tray":
+    module = "localserve.tray"
+else:
+    module = "localserve"
+runpy.run_module(module, run_name="__main__", alter_sys=True)

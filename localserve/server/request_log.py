@@ -1,0 +1,168 @@
+"""One log line per request, when it ends, and the request's id.
+
+The id is the client's `X-Request-Id` when it sends a usable one, else a new one; it goes back
+in the answer's `X-Request-Id` header (set as the answer is prepared, so a stream has it too).
+The line gives the face, model, status, prompt and cached tokens, generated tokens, time to
+first token, total time, and why the answer ended; as fields of the log record too
+(`request`), which `--log-format json` writes out. Prompts are logged only with
+`--log-prompts`. Polls (health, metrics, /api/ps, version) log at DEBUG, so a tray or a
+scraper does not flood the log.
+
+The same record feeds /metrics (metrics.py) once, at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from localserve.engine.resident import ResidentModel
+from localserve.engine.sequence import Sequence
+from localserve.ground.sampling import SamplingParams
+from localserve.server.metrics import METRICS
+from localserve.server.requests import BODY
+
+log = logging.getLogger("localserve.requests")
+
+HEADER = "X-Request-Id"
+# A client's id is echoed only when it is short and printable: it goes into logs and headers.
+_USABLE_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
+_POLLS = frozenset({"/health", "/metrics", "/api/ps", "/api/version", "/"})
+# nginx's status for a client that left before its answer was whole.
+CLIENT_LEFT = 499
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass
+class Record:
+    id: str
+    face: str
+    path: str
+    started: float
+    model: str | None = None
+    sequence: Sequence | None = None
+    status: int = 0
+    seconds: float = 0.0
+
+    def fields(self) -> dict[str, Any]:
+        seq = self.sequence
+        out: dict[str, Any] = {"id": self.id, "face": self.face, "path": self.path,
+                               "model": self.model, "status": self.status,
+                               "seconds": round(self.seconds, 4)}  # fmt: skip
+        if seq is not None:
+            first = seq.first_token_at
+            out.update(
+                prompt_tokens=seq.prompt_tokens, cached_tokens=seq.cached_tokens,
+                generated_tokens=seq.completion_tokens,
+                ttft=round(first - seq.created_at, 4) if first is not None else None,
+                ended=seq.finish_reason or ("cancelled" if self.status == CLIENT_LEFT else None),
+            )  # fmt: skip
+        return out
+
+    def line(self) -> str:
+        f = self.fields()
+        text = f"{f['id']} {f['face']} {f['path']} {f['model'] or '-'} {f['status']}"
+        if self.sequence is not None:
+            ttft = f"{f['ttft']:.3f}s" if f["ttft"] is not None else "-"
+            text += (f" prompt={f['prompt_tokens']} cached={f['cached_tokens']} "
+                     f"generated={f['generated_tokens']} ttft={ttft}")  # fmt: skip
+        text += f" total={self.seconds:.3f}s"
+        if self.sequence is not None:
+            text += f" ended={f['ended'] or '-'}"
+        return text
+
+
+RECORD = "localserve.record"
+LOG_PROMPTS = web.AppKey("log_prompts", bool)
+
+
+def face_of(path: str) -> str:
+    if path.startswith("/v1/"):
+        return "openai"
+    if path.startswith("/api/admin/"):
+        return "admin"
+    if path.startswith("/api/"):
+        return "ollama"
+    if path in ("/infill", "/completion"):
+        return "llama.cpp"
+    return "daemon"
+
+
+def record_of(request: web.Request) -> Record | None:
+    return request.get(RECORD)
+
+
+@web.middleware
+async def request_log_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Outermost: it sees the status the error middleware gave, and a client that left."""
+    given = request.headers.get(HEADER, "")
+    rid = given if _USABLE_ID.fullmatch(given) else uuid.uuid4().hex
+    record = Record(rid, face_of(request.path), request.path, time.monotonic())
+    request[RECORD] = record
+    try:
+        response = await handler(request)
+        record.status = response.status
+        return response
+    except asyncio.CancelledError:
+        record.status = CLIENT_LEFT
+        raise
+    except web.HTTPException as exc:  # redirects and the like, which pass the error middleware
+        record.status = exc.status
+        raise
+    finally:
+        record.seconds = time.monotonic() - record.started
+        _finish(request, record)
+
+
+def _finish(request: web.Request, record: Record) -> None:
+    metrics = request.app.get(METRICS)  # absent with --no-metrics
+    if metrics is not None:
+        metrics.finished(record)
+    level = logging.DEBUG if request.path in _POLLS else logging.INFO
+    if not log.isEnabledFor(level):
+        return
+    fields = record.fields()
+    if request.app.get(LOG_PROMPTS) and record.sequence is not None:
+        fields["prompt"] = _prompt_text(request)
+    log.log(level, "request %s", record.line(), extra={"request": fields})
+
+
+def _prompt_text(request: web.Request) -> Any:
+    """What the client asked, as it sent it, for --log-prompts."""
+    body = request.get(BODY) or {}
+    return body.get("messages") or body.get("prompt") or body.get("input_prefix")
+
+
+async def add_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    record = record_of(request)
+    if record is not None:
+        response.headers[HEADER] = record.id
+
+
+@asynccontextmanager
+async def generation(
+    request: web.Request, model: ResidentModel, prompt: list[int], params: SamplingParams,
+    prompt_field: str = "prompt",
+) -> AsyncIterator[Sequence]:
+    """`model.generation`, with the sequence kept on the request's record for the log line and
+    the metrics (every face generates through here)."""
+    async with model.generation(prompt, params, prompt_field) as seq:
+        record = record_of(request)
+        if record is not None:
+            record.model, record.sequence = model.name, seq
+        yield seq
+
+
+def install(app: web.Application, log_prompts: bool) -> None:
+    app[LOG_PROMPTS] = log_prompts
+    app.on_response_prepare.append(add_request_id)
