@@ -388,6 +388,7 @@ ANSWERS: dict[str, Schema] = {
                       "devices": {"type": "object", "additionalProperties": _fixed({
                           "state": {"enum": ["running", "idle", "failed"]},
                           "reason": nullable(STRING), "restarts": NAT, "pid": nullable(INT),
+                          "last_cause": nullable(STRING),
                       })}}),  # fmt: skip
     # One server-sent event (how schemathesis and OpenAPI 3.2's itemSchema read a stream).
     "Event": _fixed({"data": {"type": "string", "description": "one JSON chunk; OpenAI's "
