@@ -19,6 +19,7 @@ import os
 import platform
 import shlex
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -177,7 +178,7 @@ def ratio_table(levels: list[Level], baseline: str, ours_name: str = "localserve
 def ratio_pairs() -> list[tuple[str, str]]:
     """localserve against every baseline; the baseline tree's localserve against the C++
     server too, so both ratios to llama-server come from one run."""
-    return [("localserve", b) for b in (*BASELINES, NO_METRICS)] + [(BASE, "llama-server")]
+    return [("localserve", b) for b in BASELINES] + [(BASE, "llama-server")]
 
 
 def section(levels: list[Level], argv: list[str], model_path: str, cold: bool,
@@ -233,8 +234,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    "the chat template's opening)")
     p.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     p.add_argument("--metrics-overhead", type=int, default=0, metavar="N",
-                   help=f"instead: localserve and {NO_METRICS} alternately, N times each; the "
-                   "median of each level is kept (a section of its own)")
+                   help=f"instead: {NO_METRICS} then localserve, N pairs; the median of the "
+                   "pairs' tok/s ratios (a section of its own)")
     p.add_argument("--llama-server", default=LLAMA_SERVER_BIN, metavar="BIN",
                    help="llama.cpp's llama-server binary (env LLAMA_SERVER); without it that "
                    "server is skipped")
@@ -272,30 +273,47 @@ def main(argv: list[str]) -> int:
                 levels += asyncio.run(bench_server(server, base, args.concurrency,
                                                    args.rounds, args.max_tokens, args.cold))
     if args.metrics_overhead:
-        levels = medians(levels)
+        return report_overhead(levels, args, argv, model_path)
     for ours, baseline in ratio_pairs():
         ratios = ratio_table(levels, baseline, ours)
         if ratios:
             print(f"\n{ours} / {baseline}:\n{ratios}")
     if not args.no_write:
         cmd = ["python", str(Path(__file__).resolve().relative_to(REPO)), *argv]
-        if args.metrics_overhead:
-            markers = (METRICS_START, METRICS_END)
-            title = ("## Metrics overhead (`bench_serving.py --metrics-overhead`): the serving "
-                     f"benchmark with /metrics on and off, alternately, median of {args.metrics_overhead}")
-        else:
-            markers, title = ((COLD_START, COLD_END) if args.cold else (START, END)), ""
-        write_doc(section(levels, cmd, model_path, args.cold, markers, title), *markers)
+        markers = (COLD_START, COLD_END) if args.cold else (START, END)
+        write_doc(section(levels, cmd, model_path, args.cold, markers), *markers)
     return 0
 
 
-def medians(levels: list[Level]) -> list[Level]:
-    """Per server and concurrency, the run with the median throughput."""
-    groups: dict[tuple[str, int], list[Level]] = {}
-    for lv in levels:
-        groups.setdefault((lv.server, lv.concurrency), []).append(lv)
-    return [sorted(g, key=lambda lv: lv.tok_s)[len(g) // 2] for g in groups.values()]
+def overhead_ratios(levels: list[Level]) -> dict[int, list[float]]:
+    """Per concurrency, each metrics-on run's tok/s over the metrics-off run just before it:
+    pairs cancel the machine's drift, which medians of each side alone do not."""
+    ratios: dict[int, list[float]] = {}
+    for c in sorted({lv.concurrency for lv in levels}):
+        off = [lv for lv in levels if lv.server == NO_METRICS and lv.concurrency == c]
+        on = [lv for lv in levels if lv.server == "localserve" and lv.concurrency == c]
+        ratios[c] = [a.tok_s / b.tok_s for a, b in zip(on, off) if b.tok_s]
+    return ratios
 
+
+def report_overhead(levels: list[Level], args: argparse.Namespace, argv: list[str],
+                    model_path: str) -> int:
+    lines = ["| concurrency | on / off, each pair | median | target >= 0.98x |", "|---:|---|---:|---|"]
+    for c, ratios in overhead_ratios(levels).items():
+        median = statistics.median(ratios)
+        lines.append(f"| {c} | {', '.join(f'{r:.2f}' for r in ratios)} | {median:.2f}x | "
+                     f"{'met' if median >= 0.98 else 'missed'} |")
+    table = "\n".join(lines)
+    print(f"\nlocalserve (/metrics on) / {NO_METRICS}, pairwise:\n{table}")
+    if not args.no_write:
+        cmd = ["python", str(Path(__file__).resolve().relative_to(REPO)), *argv]
+        title = ("## Metrics overhead (`bench_serving.py --metrics-overhead`): the serving "
+                 "benchmark with /metrics on and off, alternately")
+        text = section(levels, cmd, model_path, False, (METRICS_START, METRICS_END), title)
+        text = text.replace(METRICS_END, f"\nEach pair is a run with /metrics off, then one "
+                            f"with it on; the ratio is on over off.\n\n{table}\n{METRICS_END}")
+        write_doc(text, METRICS_START, METRICS_END)
+    return 0
 
 if __name__ == "__main__":
     cli(main)
