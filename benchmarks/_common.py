@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import json
 import os
 import platform
@@ -246,6 +247,19 @@ def versions() -> str:
     from importlib.metadata import version
 
     return ", ".join(f"{p} {version(p)}" for p in ("localserve", "llama_cpp_python"))
+
+
+def publish(markers: tuple[str, str], title: str, facts: list[str], table: list[str],
+            write: bool) -> None:
+    """A section of docs/benchmarks.md: its title, the date and machine, then `facts` (lines
+    of the list under them) and `table`; printed, and written unless `write` is false."""
+    start, end = markers
+    now = f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC"
+    section = "\n".join([start, title, "", f"- Date: {now}", f"- Machine: {machine()}",
+                         *(f"- {fact}" for fact in facts), "", *table, end])  # fmt: skip
+    print(section)
+    if write:
+        write_doc(section, start, end)
 
 
 def write_doc(text: str, start: str, end: str) -> None:

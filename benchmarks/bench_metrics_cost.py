@@ -12,13 +12,12 @@ resolve; these figures bound the overhead from below that noise.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import logging
 import time
 from collections import Counter
 from types import SimpleNamespace
 
-from _common import cli, machine, write_doc
+from _common import cli, publish
 
 from localserve.engine.sequence import Sequence
 from localserve.ground.sampling import SamplingParams
@@ -63,17 +62,10 @@ def main(argv: list[str]) -> int:
         f"| per step: the batch-size tally | {step * 1e9:.0f} ns | "
         f"{step / STEP_S:.6%} of a {STEP_S * 1e3:.0f} ms step |",
     ]
-    section = "\n".join([
-        START, "## What the metrics cost (`bench_metrics_cost.py`)", "",
-        f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC",
-        f"- Machine: {machine()}",
-        "- The work /metrics and the request log add, timed in-process (mean of 20,000 calls; "
-        "the tally 200,000). Everything else /metrics shows is read when it is scraped.", "",
-        "| what | cost | share |", "|---|---:|---:|", *rows, END,
-    ])  # fmt: skip
-    print(section)
-    if not args.no_write:
-        write_doc(section, START, END)
+    publish((START, END), "## What the metrics cost (`bench_metrics_cost.py`)", [
+        "The work /metrics and the request log add, timed in-process (mean of 20,000 calls; "
+        "the tally 200,000). Everything else /metrics shows is read when it is scraped.",
+    ], ["| what | cost | share |", "|---|---:|---:|", *rows], not args.no_write)  # fmt: skip
     return 0
 
 

@@ -12,7 +12,6 @@ same machine; the figure is the median over rounds. The issue's target: constrai
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import statistics
 import tempfile
 import time
@@ -20,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import openai
-from _common import cli, free_port, machine, running, serve_command, write_doc
+from _common import cli, free_port, publish, running, serve_command
 
 START, END = "<!-- bench_structured:start -->", "<!-- bench_structured:end -->"
 STREAMS = 8
@@ -89,24 +88,19 @@ def main(argv: list[str]) -> int:
                 rows.append(f"| {name} | {f:.1f} | {b:.1f} | {b / f:.2f}x | {work} | "
                             f"{'met' if b / f >= 0.9 else 'missed'} |")
                 print(rows[-1], flush=True)
-    section = "\n".join([
-        START, "## Structured output (`bench_structured.py`)", "",
-        f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC",
-        f"- Machine: {machine()}",
-        f"- Command: `python benchmarks/bench_structured.py --rounds {args.rounds} --tokens {args.tokens}`",
-        f"- {STREAMS} concurrent chat requests, max_tokens {args.tokens}, temperature 0.7; "
+    publish((START, END), "## Structured output (`bench_structured.py`)", [
+        f"Command: `python benchmarks/bench_structured.py --rounds {args.rounds} --tokens {args.tokens}`",
+        f"{STREAMS} concurrent chat requests, max_tokens {args.tokens}, temperature 0.7; "
         "aggregate completion tokens/s, median of the rounds (alternating). The schema's story "
         "has a minLength, so that constrained answers run to max_tokens as free ones do. "
         "Grammar engine: "
         "llguidance's token mask on the logits (llama.cpp's grammar sampler, tried first, ran "
-        "at about 0.10x on smollm2, beside a niced compile).", "",
+        "at about 0.10x on smollm2, beside a niced compile).",
+    ], [
         "| model | free (tok/s) | JSON schema (tok/s) | ratio | tokens per round (free / JSON) "
         "| target >= 0.9x |",
-        "|---|---:|---:|---:|---:|---|", *rows, END,
-    ])  # fmt: skip
-    print(section)
-    if not args.no_write:
-        write_doc(section, START, END)
+        "|---|---:|---:|---:|---:|---|", *rows,
+    ], not args.no_write)  # fmt: skip
     return 0
 
 

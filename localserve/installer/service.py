@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from abc import ABC, abstractmethod
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -74,14 +75,15 @@ def tray_command() -> list[str]:
     return [*daemon_command()[:2], "localserve.tray", "--no-start"]
 
 
-class _Platform:
+class _Platform(ABC):
     name = ""
 
     def __init__(self, run: Runner) -> None:
         self.run = run
 
+    @abstractmethod
     def entries(self, tray: bool) -> list[Entry]:
-        raise NotImplementedError
+        """The files install writes: the daemon's, and the tray's when asked."""
 
     def register(self, entry: Entry) -> str:
         """Tell the service manager; returns what happened, for the user."""

@@ -1,0 +1,153 @@
+"""The kinds of value a setting takes (ground/settings.py): how a user's text becomes the value
+(a whole number, a size like "4GiB", a duration like "5m", a list of folders), the value text
+again for the README and `--help`, and the noun an error names."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from localserve.ground.errors import BadRequest
+from localserve.ground.units import format_size, parse_keep_alive, parse_size
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How a setting's text becomes its value, and its value text again."""
+
+    parse: Callable[[Any], Any]
+    show: Callable[[Any], str]
+    noun: str
+
+
+def _whole(raw: Any) -> int:
+    if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+        raise ValueError
+    value = int(raw)
+    if value < 0:
+        raise ValueError
+    return value
+
+
+def _port(raw: Any) -> int:
+    value = _whole(raw)
+    if not 0 < value < 65536:
+        raise ValueError
+    return value
+
+
+def _seconds(raw: Any) -> float:
+    if isinstance(raw, bool):
+        raise ValueError
+    value = float(raw)
+    if value < 0:
+        raise ValueError
+    return value
+
+
+def _duration(raw: Any) -> float | None:
+    try:
+        return parse_keep_alive(raw)
+    except BadRequest:
+        raise ValueError from None
+
+
+def _size(raw: Any) -> int | None:
+    if isinstance(raw, bool):
+        raise ValueError
+    return parse_size(str(raw))
+
+
+def _budgets(raw: Any) -> dict[str, int]:
+    """ "12GiB" (the CPU's) or "cpu=12GiB,gpu0=7GiB": a budget per memory pool."""
+    if isinstance(raw, bool):
+        raise ValueError
+    if isinstance(raw, (int, float)):
+        return {"cpu": _whole(raw)}
+    budgets: dict[str, int] = {}
+    for part in str(raw).split(","):
+        device, sep, size = part.strip().rpartition("=")
+        device = device.strip().lower() if sep else "cpu"
+        value = parse_size(size.strip())
+        if not device or value is None or device in budgets:
+            raise ValueError
+        budgets[device] = value
+    return budgets
+
+
+def _show_budgets(value: dict[str, int]) -> str:
+    return ",".join(f"{device}={_show_size(size)}" for device, size in value.items())
+
+
+def _layers(raw: Any) -> int | None:
+    """ "auto" (None: as many as fit) or a layer count."""
+    if isinstance(raw, str) and raw.strip().lower() in ("auto", "-1"):
+        return None
+    if isinstance(raw, int) and raw == -1:
+        return None
+    return _whole(raw)
+
+
+def _names(raw: Any) -> tuple[str, ...]:
+    """ "a, b" or a TOML list: names, origins or folders."""
+    if isinstance(raw, (list, tuple)):
+        items = [str(item) for item in raw]
+    elif isinstance(raw, str):
+        items = raw.split(",")
+    else:
+        raise ValueError
+    return tuple(item.strip() for item in items if item.strip())
+
+
+def _switch(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError
+
+
+def _show_duration(value: float | None) -> str:
+    if value is None:
+        return "-1"
+    for unit, scale in (("h", 3600), ("m", 60)):
+        if value >= scale and value % scale == 0:
+            return f"{value / scale:g}{unit}"
+    return f"{value:g}s"
+
+
+def _show_size(value: int) -> str:
+    return format_size(value).replace(".0 ", "").replace(" ", "")
+
+
+TEXT = Kind(str, str, "text")
+PATH = Kind(lambda raw: str(Path(str(raw)).expanduser()), str, "a folder")
+WHOLE = Kind(_whole, str, "a whole number")
+PORT = Kind(_port, str, "a port between 1 and 65535")
+SECONDS = Kind(_seconds, lambda v: f"{v:g}", "a number of seconds")
+NUMBER = Kind(_seconds, lambda v: f"{v:g}", "a number, 0 or more")
+DURATION = Kind(_duration, _show_duration, 'a duration like "5m", 0 or -1')
+SIZE = Kind(_size, _show_size, "a size like 512MiB or 4GiB")
+BUDGETS = Kind(_budgets, _show_budgets, 'a size like 12GiB, or sizes per device like "cpu=12GiB,gpu0=7GiB"')
+LAYERS = Kind(_layers, str, 'a layer count, or "auto"')
+NAMES_LIST = Kind(_names, ",".join, "a comma-separated list")
+PATHS = Kind(lambda raw: tuple(str(Path(p).expanduser()) for p in _names(raw)), ",".join,
+             "a comma-separated list of folders")  # fmt: skip
+SECRET = Kind(str, lambda _: "(set)", "text")
+# A switch: `--no-auth` on the command line, true/false in the environment and config.
+SWITCH = Kind(_switch, lambda v: "on" if v else "off", "true or false")
+
+
+def _log_format(raw: Any) -> str:
+    text = str(raw).strip().lower()
+    if text not in ("text", "json"):
+        raise ValueError
+    return text
+
+
+LOG_FORMAT = Kind(_log_format, str, '"text" or "json"')
