@@ -69,8 +69,8 @@ class Record:
             )  # fmt: skip
         return out
 
-    def line(self) -> str:
-        f = self.fields()
+    def line(self, fields: dict[str, Any] | None = None) -> str:
+        f = fields or self.fields()
         text = f"{f['id']} {f['face']} {f['path']} {f['model'] or '-'} {f['status']}"
         if self.sequence is not None:
             ttft = f"{f['ttft']:.3f}s" if f["ttft"] is not None else "-"
@@ -134,7 +134,7 @@ def _finish(request: web.Request, record: Record) -> None:
     fields = record.fields()
     if request.app.get(LOG_PROMPTS) and record.sequence is not None:
         fields["prompt"] = _prompt_text(request)
-    log.log(level, "request %s", record.line(), extra={"request": fields})
+    log.log(level, "request %s", record.line(fields), extra={"request": fields})
 
 
 def _prompt_text(request: web.Request) -> Any:
