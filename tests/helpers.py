@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 from daemons import raw_request  # noqa: F401  (the tests import it from here)
+from daemons import resident
 
 MODEL = "smollm2"
 
@@ -48,3 +50,20 @@ def assert_capped_at(response, cap: int) -> None:
     """A chat or text completion that ran into max_tokens: exactly cap tokens, reason length."""
     assert response.usage.completion_tokens == cap
     assert response.choices[0].finish_reason == "length"
+
+
+def slots_in_use(url: str, model: str = MODEL) -> dict[str, int]:
+    """What still holds or wants a slot of the model: the worker's running and queued
+    sequences, and the daemon's requests in flight."""
+    stats = resident(url)[model]["localserve"]
+    return {k: stats[k] for k in ("running", "queued", "in_flight")}
+
+
+def wait_all_free(url: str, model: str = MODEL, timeout_s: float = 30.0) -> dict[str, int]:
+    """`slots_in_use` once nothing holds a slot, or when `timeout_s` has passed."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        held = slots_in_use(url, model)
+        if not any(held.values()) or time.monotonic() > deadline:
+            return held
+        time.sleep(0.1)

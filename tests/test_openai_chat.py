@@ -218,3 +218,37 @@ def test_a_max_tokens_cut_inside_a_character_drops_it_instead_of_ending_in_u_fff
     assert answer.choices[0].finish_reason == "length"
     assert "\ufffd" not in answer.choices[0].message.content
     assert streamed == answer.choices[0].message.content
+
+
+@pytest.mark.parametrize("field", [{"logprobs": True}, {"top_logprobs": 2}])
+def test_logprobs_are_refused_with_a_400_rather_than_left_out(client, field) -> None:
+    import openai
+
+    with pytest.raises(openai.BadRequestError, match="log-probabilities") as caught:
+        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}],
+                                       max_tokens=2, **field)  # fmt: skip
+    assert caught.value.body["param"] in field
+
+
+def test_logprobs_false_is_taken(client) -> None:
+    answer = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=2, logprobs=False
+    )
+    assert answer.usage.completion_tokens == 2
+
+
+def test_completions_refuse_logprobs_too(client) -> None:
+    import openai
+
+    with pytest.raises(openai.BadRequestError, match="log-probabilities"):
+        client.completions.create(model=MODEL, prompt="Hi", max_tokens=2, logprobs=1)
+
+
+def test_one_model_is_answered_by_its_id(client) -> None:
+    import openai
+
+    model = client.models.retrieve(MODEL)
+    assert (model.id, model.object, model.owned_by) == (MODEL, "model", "localserve")
+    assert client.models.retrieve(f"{MODEL}:latest").id == MODEL
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("no-such-model")

@@ -107,7 +107,9 @@ def steer(case) -> None:
                 body[key] = MODEL
     if _unloads(body.get("keep_alive")):
         body["keep_alive"] = "5m"
-    if path.startswith("/v1/"):
+    if path == "/v1/responses":
+        _clamp(body, "max_output_tokens", 1)
+    elif path.startswith("/v1/"):
         _clamp(body, "max_tokens", 1)
         if body.get("max_completion_tokens") is not None:
             _clamp(body, "max_completion_tokens", 1)

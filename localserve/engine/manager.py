@@ -28,7 +28,7 @@ from localserve.ground.errors import BadRequest, DoesNotFit, ModelBusy
 from localserve.ground.units import UNSET, KeepAlive, format_size
 from localserve.engine.resident import ResidentModel
 from localserve.ground.model import ModelRef
-from localserve.ground.settings import Settings
+from localserve.ground.settings import Settings, output_cap
 from localserve.store.library import Library
 from localserve.store.resolve import canonical_name
 
@@ -214,6 +214,7 @@ class ModelManager:
         self.load_counts[ref.name] = self.load_counts.get(ref.name, 0) + 1
         self.tally.load_seconds[ref.name] += model.load_seconds
         model.keep_alive_s = self.settings.keep_alive
+        model.default_max_tokens = output_cap(self.settings, ref.name)
         self._notify()
         log.info(
             "loaded %s on %s (%d GPU layers) in %.2fs: estimate %s, the runtime reports %s",

@@ -37,6 +37,7 @@ def accept_token(
         return drain(seq)[0], "stop"
     text, hit = seq.stops.feed(seq.detokenizer.feed(vocab.token_piece(token)))
     if hit:
+        seq.stop_sequence = seq.stops.hit
         return text, "stop"
     if len(seq.generated) >= seq.max_new_tokens or seq.position + 1 >= vocab.info.n_ctx_slot:
         tail, hit = drain(seq)
@@ -56,7 +57,10 @@ def end_sequence(
 def drain(seq: Sequence) -> tuple[str, bool]:
     """Everything still held by the detokenizer and the stop matcher, once a sequence ends."""
     text, hit = seq.stops.feed(seq.detokenizer.flush())
-    return (text, True) if hit else (text + seq.stops.flush(), False)
+    if hit:
+        seq.stop_sequence = seq.stops.hit
+        return text, True
+    return text + seq.stops.flush(), False
 
 
 class Sink(Protocol):

@@ -107,7 +107,7 @@ class RemoteRunner:
                 seq.status = Status.RUNNING
             seq.cached_tokens, seq.queued_s = out.cached_tokens, out.queued_s
             if out.finish_reason is not None:
-                seq.finish_reason = out.finish_reason
+                seq.finish_reason, seq.stop_sequence = out.finish_reason, out.stop_sequence
                 seq.finished_at = now
                 seq.status = Status.FINISHED
                 del self.sequences[out.seq]

@@ -33,6 +33,8 @@ class ResidentModel:
         self.pinned = False
         self.draining = False
         self.keep_alive_s: float | None = None
+        # The settings' max_tokens for this model: the cap of a request that sets none.
+        self.default_max_tokens: int | None = None
         self.expires_at: float | None = None
         self.last_used = time.monotonic()
         self.load_seconds = 0.0
@@ -108,8 +110,13 @@ class ResidentModel:
         `prompt_field` names the request field an error about the prompt should point at.
         """
         room = self.info.n_ctx_slot - len(prompt)
-        limit = room if params.max_tokens is None else min(params.max_tokens, room)
+        cap = self.output_cap(params)
+        limit = room if cap is None else min(cap, room)
         return await self.runner.start(prompt, params, max(1, limit), prompt_field)
+
+    def output_cap(self, params: SamplingParams) -> int | None:
+        """The most tokens an answer may have: the request's own cap, else the settings'."""
+        return params.max_tokens if params.max_tokens is not None else self.default_max_tokens
 
     @asynccontextmanager
     async def generation(

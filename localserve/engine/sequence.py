@@ -68,6 +68,8 @@ class Sequence:
         # How many of `generated` a worker has sent to the daemon so far.
         self.reported = 0
         self.finish_reason: str | None = None
+        # The stop string that ended it (finish reason "stop"), as Anthropic's answers name it.
+        self.stop_sequence: str | None = None
         # Set by the batcher's cancel; the engine thread frees what the sequence holds.
         self.cancelled = False
         self.created_at = time.monotonic()

@@ -13,6 +13,7 @@ class StopMatcher:
     def __init__(self, stops: tuple[str, ...]) -> None:
         self._stops = tuple(s for s in stops if s)
         self._held = ""
+        self.hit: str | None = None  # the stop string that ended the text
 
     def feed(self, text: str) -> tuple[str, bool]:
         """Add text; return (text safe to emit, whether a stop string was hit)."""
@@ -23,7 +24,7 @@ class StopMatcher:
         for stop in self._stops:
             at = buf.find(stop)
             if at != -1 and (hit == -1 or at < hit):
-                hit = at
+                hit, self.hit = at, stop
         if hit != -1:
             self._held = ""
             return buf[:hit], True

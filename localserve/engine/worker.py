@@ -116,7 +116,7 @@ class StepReporter:
             seq.reported = len(seq.generated)
             self._outputs.append(m.Output(
                 seq.id, delta.text, new, delta.finish_reason, delta.error, seq.cached_tokens,
-                seq.queued_s,
+                seq.queued_s, seq.stop_sequence,
             ))  # fmt: skip
             if delta.finish_reason is not None:
                 self.worker.forget(self.name, seq.id)

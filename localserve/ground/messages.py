@@ -111,6 +111,7 @@ class Output(msgspec.Struct, array_like=True):
     error: str | None = None
     cached_tokens: int = 0
     queued_s: float = 0.0  # how long it waited for a slot
+    stop_sequence: str | None = None  # the stop string that ended it
 
 
 class ModelLoad(msgspec.Struct, array_like=True):

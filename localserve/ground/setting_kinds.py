@@ -81,6 +81,33 @@ def _show_budgets(value: dict[str, int]) -> str:
     return ",".join(f"{device}={_show_size(size)}" for device, size in value.items())
 
 
+def _caps(raw: Any) -> dict[str, int]:
+    """ "1024" (every model's), "1024,gemma3=256", or a TOML table {"*" = 1024, gemma3 = 256}:
+    a cap per model name, "*" for the rest."""
+    if isinstance(raw, dict):
+        parts = [(str(name).strip().lower(), value) for name, value in raw.items()]
+    elif isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        parts = [("*", raw)]
+    elif isinstance(raw, str):
+        parts = []
+        for part in raw.split(","):
+            name, sep, value = part.strip().rpartition("=")
+            parts.append((name.strip().lower() if sep else "*", value.strip()))
+    else:
+        raise ValueError
+    caps: dict[str, int] = {}
+    for name, value in parts:
+        cap = _whole(value)
+        if not name or name in caps or cap == 0:
+            raise ValueError
+        caps[name] = cap
+    return caps
+
+
+def _show_caps(value: dict[str, int]) -> str:
+    return ",".join(str(cap) if name == "*" else f"{name}={cap}" for name, cap in value.items())
+
+
 def _layers(raw: Any) -> int | None:
     """ "auto" (None: as many as fit) or a layer count."""
     if isinstance(raw, str) and raw.strip().lower() in ("auto", "-1"):
@@ -134,6 +161,7 @@ NUMBER = Kind(_seconds, lambda v: f"{v:g}", "a number, 0 or more")
 DURATION = Kind(_duration, _show_duration, 'a duration like "5m", 0 or -1')
 SIZE = Kind(_size, _show_size, "a size like 512MiB or 4GiB")
 BUDGETS = Kind(_budgets, _show_budgets, 'a size like 12GiB, or sizes per device like "cpu=12GiB,gpu0=7GiB"')
+CAPS = Kind(_caps, _show_caps, 'a token count like 1024, or counts per model like "1024,gemma3=256"')
 LAYERS = Kind(_layers, str, 'a layer count, or "auto"')
 NAMES_LIST = Kind(_names, ",".join, "a comma-separated list")
 PATHS = Kind(lambda raw: tuple(str(Path(p).expanduser()) for p in _names(raw)), ",".join,

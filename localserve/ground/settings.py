@@ -32,7 +32,7 @@ from typing import Any
 import platformdirs
 
 from localserve.ground.setting_kinds import (
-    BUDGETS, DURATION, LAYERS, LOG_FORMAT, NAMES_LIST, NUMBER, PATH, PATHS, PORT, SECONDS,
+    BUDGETS, CAPS, DURATION, LAYERS, LOG_FORMAT, NAMES_LIST, NUMBER, PATH, PATHS, PORT, SECONDS,
     SECRET, SIZE, SWITCH, TEXT, WHOLE, Kind,
 )
 
@@ -87,6 +87,13 @@ class Settings:
         256 << 20, SIZE, "memory per model for conversations saved when their slot goes to "
         "another request, so they resume without prefilling again (0: off; at most the slots' "
         "KV size)",
+    )
+    # Codex sends no max_output_tokens to a local server: without a cap a small model may
+    # write until its slot is full. Ollama's num_predict, per model as its Modelfiles set it.
+    max_tokens: dict[str, int] | None = setting(
+        None, CAPS, "tokens an answer may have when its request sets no cap: 1024, or per model "
+        "as 1024,gemma3=256 (a request's own max_tokens or num_predict wins)",
+        unset="none: up to the slot's context",
     )
     max_loaded_models: int = setting(0, WHOLE, "cap on resident models (0: no cap)")
     load_timeout: float = setting(120.0, SECONDS, "seconds a request waits for memory")
@@ -151,6 +158,12 @@ _KINDS: dict[str, Kind] = {f.name: f.metadata["kind"] for f in fields(Settings)}
 
 
 SWITCHES: frozenset[str] = frozenset(f.name for f in fields(Settings) if _KINDS[f.name] is SWITCH)
+
+
+def output_cap(settings: Settings, model: str) -> int | None:
+    """The cap `max_tokens` gives the answers of `model` (by its name), or None."""
+    caps = settings.max_tokens or {}
+    return caps.get(model.lower(), caps.get("*"))
 
 
 def flag(name: str) -> str:

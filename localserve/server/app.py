@@ -11,8 +11,8 @@ from aiohttp import web
 from localserve import __version__
 from localserve.engine.manager import ModelManager
 from localserve.server import (
-    admin_api, embeddings_api, guard, infill_api, metrics, ollama_api, openai_api, openapi,
-    request_log, store_api, ui,
+    admin_api, anthropic_api, embeddings_api, guard, infill_api, metrics, ollama_api, openai_api,
+    openapi, request_log, responses_api, store_api, ui,
 )
 from localserve.server.errors import error_response
 from localserve.server.state import MANAGER
@@ -60,6 +60,8 @@ def build_app(manager: ModelManager) -> web.Application:
         metrics.install(app)
     app.router.add_get("/health", health)
     openai_api.add_routes(app)
+    anthropic_api.add_routes(app)
+    responses_api.add_routes(app)
     admin_api.add_routes(app)
     ollama_api.add_routes(app)
     embeddings_api.add_routes(app)

@@ -1,7 +1,8 @@
 """Engine errors at the HTTP edge: one status mapping, and each API face's own body shape.
 
 OpenAI clients expect {"error": {"message", "type", "param", "code"}}; Ollama clients expect
-{"error": "..."}. The status is the same for both.
+{"error": "..."}; Anthropic's (/v1/messages) {"type": "error", "error": {"type", "message"}}.
+The status is the same for all three.
 """
 
 from __future__ import annotations
@@ -95,9 +96,25 @@ def ollama_error(err: HttpError) -> web.Response:
     return web.json_response({"error": err.message}, status=err.status)
 
 
+# Anthropic's error types, by status: its clients raise a class per type.
+ANTHROPIC_KINDS = {400: "invalid_request_error", 401: "authentication_error",
+                   403: "permission_error", 404: "not_found_error", 413: "request_too_large",
+                   429: "rate_limit_error", 503: "overloaded_error"}  # fmt: skip
+
+
+def anthropic_error(err: HttpError) -> web.Response:
+    kind = ANTHROPIC_KINDS.get(err.status, "api_error" if err.status >= 500 else
+                               "invalid_request_error")  # fmt: skip
+    body = {"type": "error", "error": {"type": kind, "message": err.message}}
+    return web.json_response(body, status=err.status)
+
+
 def error_response(request: web.Request, exc: BaseException) -> web.Response:
-    """Ollama's paths answer in Ollama's shape; everything else in OpenAI's."""
+    """Ollama's paths answer in Ollama's shape, Anthropic's in Anthropic's; everything else in
+    OpenAI's."""
     err = classify(exc)
     if request.path.startswith("/api/"):
         return ollama_error(err)
+    if request.path.startswith("/v1/messages"):
+        return anthropic_error(err)
     return openai_error(err)

@@ -51,7 +51,8 @@ ADMIN_PATHS = frozenset({
 APP_SCHEMES = frozenset({"vscode-webview", "vscode-file", "app", "file", "tauri"})
 METHODS = "GET, HEAD, POST, DELETE, OPTIONS"
 HEADERS = ("authorization", "content-type", "openai-beta", "x-api-key", "x-stainless-*",
-           "accept", "user-agent")  # fmt: skip
+           "accept", "user-agent", "anthropic-version", "anthropic-beta",
+           "anthropic-dangerous-direct-browser-access")  # fmt: skip
 
 
 def is_loopback(host: str) -> bool:

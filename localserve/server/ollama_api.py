@@ -37,8 +37,9 @@ from localserve.server.requests import chat_messages, keep_alive, model_name, re
 from localserve.server.state import MANAGER
 
 # What /api/version reports: the Ollama API level this face speaks (tools check it to enable
-# /api/embed and load/unload by keep_alive), not localserve's own version.
-OLLAMA_API_VERSION = "0.9.0"
+# /api/embed and load/unload by keep_alive; Codex wants 0.13.4 or later for /v1/responses), not
+# localserve's own version.
+OLLAMA_API_VERSION = "0.13.5"
 
 
 def created_at() -> str:
@@ -87,7 +88,8 @@ class OllamaGeneration:
             ctx = window(model.name, opts.num_ctx, model.info.n_ctx_slot)
             plan = plan_chat(model, tools, think)
             tokens = await self._encode(model, plan, body, opts, ctx)
-            params = plan.constrain(answer_room(opts.params, len(tokens), ctx))
+            room = answer_room(opts.params, len(tokens), ctx, model.default_max_tokens)
+            params = plan.constrain(room)
             # A raw prompt or a template of the request's own is not the model's: no thinking.
             parser = AnswerParser() if self._untemplated(body) else plan.parser()
             field = "messages" if self.chat else "prompt"

@@ -5,17 +5,19 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from datetime import datetime, timezone
 from typing import Any
 
 from aiohttp import web
 
-from localserve.ground.errors import BadRequest, EngineError
+from localserve.ground.errors import BadRequest, EngineError, ModelNotFound
 from localserve.engine.resident import ResidentModel
 from localserve.ground.sampling import SamplingParams
 from localserve.engine.sequence import Sequence
 from localserve.server import fim, request_log, structured
 from localserve.server.answer_parser import AnswerParser, Call, Parsed
 from localserve.server.chat_plan import plan_chat, template_kwargs
+from localserve.server.chat_turn import check_room
 from localserve.server.tool_calls import read_tools
 from localserve.server import validation as v
 from localserve.server.requests import chat_messages, keep_alive, model_name, read_json
@@ -27,6 +29,7 @@ def sampling_from(body: v.JSON) -> SamplingParams:
     """OpenAI's sampling fields, plus llama.cpp's top_k, min_p and repeat_penalty extensions."""
     if v.integer(body, "n", 1, 1, 1) != 1:
         raise BadRequest("only n=1 is supported", "n")
+    refuse_logprobs(body)
     max_tokens = v.integer(body, "max_completion_tokens", None, 1, 1 << 30)
     if max_tokens is None:
         max_tokens = v.integer(body, "max_tokens", None, 1, 1 << 30)
@@ -45,6 +48,16 @@ def sampling_from(body: v.JSON) -> SamplingParams:
         logit_bias=_logit_bias(body),
         grammar=structured.from_response_format(body),
     )
+
+
+def refuse_logprobs(body: v.JSON) -> None:
+    """Token log-probabilities are not computed here: asking for them is a 400, not an answer
+    that leaves them out. `logprobs: false` and `top_logprobs: 0` ask for none."""
+    for key, none in (("logprobs", False), ("top_logprobs", 0)):
+        value = body.get(key)
+        if value is not None and not (value == none and type(value) is type(none)):
+            raise BadRequest(f"'{key}' is not supported: this server does not return token "
+                             "log-probabilities", key)  # fmt: skip
 
 
 def _logit_bias(body: v.JSON) -> tuple[tuple[int, float], ...]:
@@ -66,18 +79,6 @@ def _logit_bias(body: v.JSON) -> tuple[tuple[int, float], ...]:
                              "logit_bias")  # fmt: skip
         out.append((token, float(bias)))
     return tuple(out)
-
-
-def check_room(model: ResidentModel, params: SamplingParams) -> None:
-    """What needs the model to check: logit_bias ids in its vocabulary, and a max_tokens no
-    slot could ever give (one larger than the prompt leaves is capped, finish_reason "length",
-    as llama.cpp's server does: clients send their own large defaults)."""
-    model.check_token_ids([t for t, _ in params.logit_bias], "logit_bias")
-    if params.max_tokens is not None and params.max_tokens > model.info.n_ctx_slot:
-        raise BadRequest(
-            f"max_tokens {params.max_tokens} is larger than this model's context per slot "
-            f"({model.info.n_ctx_slot} tokens)", "max_tokens",
-        )
 
 
 def usage(seq: Sequence) -> dict[str, Any]:
@@ -259,25 +260,47 @@ async def completions(request: web.Request) -> web.StreamResponse:
     return await Generation(request, chat=False).run()
 
 
-async def list_models(request: web.Request) -> web.Response:
-    """Every model a request may name: the library's (loaded or not) and those served by path."""
+def model_entry(request: web.Request, name: str, created: int) -> dict[str, Any]:
+    """One model as OpenAI's clients list it, and as Anthropic's do (`type`, `display_name`,
+    `created_at`): both SDKs read /v1/models."""
+    when = datetime.fromtimestamp(created, timezone.utc).isoformat().replace("+00:00", "Z")
+    return {"id": name, "object": "model", "created": created, "owned_by": "localserve",
+            "context_length": context_length(request, name), "type": "model",
+            "display_name": name, "created_at": when}  # fmt: skip
+
+
+async def _created(request: web.Request) -> dict[str, int]:
+    """Every model a request may name, with when it was made: the library's (loaded or not)
+    and those served by path."""
     manager = request.app[MANAGER]
     stored = await asyncio.get_running_loop().run_in_executor(None, manager.library.models)
     created = {m.name.short: int(m.created_at) for m in stored}
     for m in manager.models:
         created.setdefault(m.name, int(m.loaded_at))
-    data = [
-        {"id": name, "object": "model", "created": ts, "owned_by": "localserve",
-         "context_length": context_length(request, name)}
-        for name, ts in sorted(created.items())
-    ]
-    return web.json_response({"object": "list", "data": data})
+    return created
+
+
+async def list_models(request: web.Request) -> web.Response:
+    data = [model_entry(request, name, ts) for name, ts in sorted((await _created(request)).items())]
+    first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
+    return web.json_response({"object": "list", "data": data, "has_more": False,
+                              "first_id": first, "last_id": last})  # fmt: skip
+
+
+async def get_model(request: web.Request) -> web.Response:
+    name = request.match_info["model"]
+    created = await _created(request)
+    found = created.get(name, created.get(name.removesuffix(":latest")))
+    if found is None:
+        raise ModelNotFound(name)
+    return web.json_response(model_entry(request, name.removesuffix(":latest"), found))
 
 
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/completions", completions)
     app.router.add_get("/v1/models", list_models)
+    app.router.add_get("/v1/models/{model}", get_model)
 
 
 __all__ = ["MANAGER", "add_routes"]

@@ -1,9 +1,11 @@
-"""GET /openapi.json: an OpenAPI 3.1 document of both faces, and of llama.cpp's /infill and our
-own admin endpoints, written from what the handlers read and answer (the schemas are in
-server/openapi_schemas.py).
+"""GET /openapi.json: an OpenAPI 3.1 document of every face (OpenAI's, Ollama's, Anthropic's,
+OpenAI's Responses), llama.cpp's /infill and our own admin endpoints, written from what the
+handlers read and answer (the schemas are in server/openapi_schemas.py and
+server/openapi_agents.py).
 
 Errors are in each face's shape (server/errors.py): OpenAI's `{"error": {message, type, param,
-code}}` everywhere but under /api/, where Ollama's `{"error": "..."}` is. A streamed answer is
+code}}` everywhere but under /api/, where Ollama's `{"error": "..."}` is, and /v1/messages,
+where Anthropic's `{"type": "error", "error": {type, message}}` is. A streamed answer is
 server-sent events (OpenAI, /infill) or NDJSON (Ollama): its status and shape are decided
 before the first byte, so a failure after it is an `error` event or line, not a status.
 tests/test_openapi.py runs schemathesis against a live daemon with this document.
@@ -17,9 +19,10 @@ from aiohttp import web
 
 from localserve import __version__
 from localserve.server import guard
+from localserve.server.openapi_agents import AGENT_ANSWERS, AGENT_REQUESTS
 from localserve.server.openapi_schemas import ANSWERS, FREE_OBJECT, REQUESTS, Schema, ref
 
-OPENAI, OLLAMA = "OpenAIError", "OllamaError"
+OPENAI, OLLAMA, ANTHROPIC = "OpenAIError", "OllamaError", "AnthropicError"
 SSE, NDJSON = "text/event-stream", "application/x-ndjson"
 
 _WHY = {
@@ -29,7 +32,7 @@ _WHY = {
     408: "the request body did not arrive in time",
     400: "a bad request: a field's type or range, a prompt longer than a slot's context, a "
     "token id outside the vocabulary; `param` (OpenAI) names the field",
-    404: "no model of that name",
+    404: "no model (or stored response) of that name",
     413: "the request body is too large",
     422: "the hub's files are not a model this server can take",
     500: "the model's file could not be loaded",
@@ -80,6 +83,10 @@ def op(
     return described
 
 
+def _path_parameter(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+
+
 def _ollama(summary: str, answer: str | Schema, body: str | None = None,
             errors: tuple[int, ...] = (), stream: str | None = None,
             tag: str = "ollama") -> dict[str, Any]:  # fmt: skip
@@ -103,15 +110,32 @@ PATHS: dict[str, dict[str, Any]] = {
     "/ui/": {"get": op("the web page", "daemon", {"type": "string"}, media_type="text/html")},
     "/ui/{name}": {"get": {**op("one of the page's files", "daemon", {"type": "string"},
                                 errors=(404,), media_type="text/plain"),
-                           "parameters": [{"name": "name", "in": "path", "required": True,
-                                           "schema": {"type": "string"}}]}},
+                           "parameters": [_path_parameter("name")]}},
     # -- OpenAI
     "/v1/chat/completions": {"post": op(
         "a chat answer", "openai", "ChatCompletion", "ChatCompletionRequest", RUNS, SSE)},
     "/v1/completions": {"post": op(
         "a completion of a prompt, or a fill between prompt and suffix", "openai", "Completion",
         "CompletionRequest", RUNS, SSE)},  # fmt: skip
-    "/v1/models": {"get": op("every model a request may name", "openai", "ModelList")},
+    "/v1/models": {"get": op("every model a request may name (OpenAI's and Anthropic's fields)",
+                             "openai", "ModelList")},
+    "/v1/models/{model}": {"get": {**op("one model", "openai", "ModelEntry", errors=(404,)),
+                                   "parameters": [_path_parameter("model")]}},
+    # -- Anthropic
+    "/v1/messages": {"post": op("a chat answer in Anthropic's Messages shape", "anthropic",
+                                "AnthropicMessage", "MessagesRequest", RUNS, SSE, ANTHROPIC)},
+    "/v1/messages/count_tokens": {"post": op(
+        "the rendered prompt's token count", "anthropic", "TokenCount", "CountTokensRequest",
+        RUNS, face=ANTHROPIC)},  # fmt: skip
+    # -- OpenAI's Responses
+    "/v1/responses": {"post": op("an answer in OpenAI's Responses shape", "responses",
+                                 "Response", "ResponsesRequest", RUNS, SSE)},
+    "/v1/responses/{id}": {
+        "get": {**op("a stored response", "responses", "Response", errors=(404,)),
+                "parameters": [_path_parameter("id")]},
+        "delete": {**op("forget a stored response", "responses", "ResponseDeleted",
+                        errors=(404,)), "parameters": [_path_parameter("id")]},
+    },
     "/v1/embeddings": {"post": op(
         "unit vectors of the inputs", "openai", "OpenAIEmbeddings", "OpenAIEmbeddingRequest",
         RUNS)},  # fmt: skip
@@ -163,6 +187,7 @@ def _guarded(paths: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """server/guard.py answers before any handler: 403 anywhere, 401 where a key is asked."""
     for path, item in paths.items():
         face = OLLAMA if path.startswith("/api/") else OPENAI
+        face = ANTHROPIC if path.startswith("/v1/messages") else face
         refusals = (403,) if path in guard.OPEN_PATHS else (401, 403)
         for described in item.values():
             described["responses"].update(_errors(face, refusals))
@@ -174,11 +199,13 @@ DOCUMENT: dict[str, Any] = {
     "info": {
         "title": "localserve",
         "version": __version__,
-        "description": "OpenAI's and Ollama's HTTP APIs, llama.cpp's /infill and localserve's "
-        "own admin endpoints, on one local daemon.",
+        "description": "OpenAI's (chat, completions, Responses), Anthropic's (Messages) and "
+        "Ollama's HTTP APIs, llama.cpp's /infill and localserve's own admin endpoints, on one "
+        "local daemon.",
     },
     "paths": _guarded(PATHS),
-    "components": {"schemas": {**REQUESTS, **ANSWERS, "Empty": {"type": "object"}}},
+    "components": {"schemas": {**REQUESTS, **ANSWERS, **AGENT_REQUESTS, **AGENT_ANSWERS,
+                               "Empty": {"type": "object"}}},
 }
 
 

@@ -330,10 +330,15 @@ ANSWERS: dict[str, Schema] = {
     "Completion": _envelope("text_completion", _fixed({
         "index": NAT, "text": STRING, "logprobs": NULL, "finish_reason": FINISH,
     })),  # fmt: skip
-    "ModelList": _fixed({"object": {"const": "list"}, "data": array(_fixed({
+    "ModelList": _fixed({"object": {"const": "list"}, "data": array(ref("ModelEntry")),
+                         "has_more": {"const": False}, "first_id": nullable(STRING),
+                         "last_id": nullable(STRING)}),  # fmt: skip
+    # OpenAI's fields, then Anthropic's: both SDKs list models at /v1/models.
+    "ModelEntry": _fixed({
         "id": STRING, "object": {"const": "model"}, "created": INT, "owned_by": STRING,
-        "context_length": NAT,
-    }))}),  # fmt: skip
+        "context_length": NAT, "type": {"const": "model"}, "display_name": STRING,
+        "created_at": STRING,
+    }),  # fmt: skip
     "OpenAIEmbeddings": _fixed({
         "object": {"const": "list"}, "model": STRING,
         "data": array(_fixed({"object": {"const": "embedding"}, "index": NAT,

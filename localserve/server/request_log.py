@@ -87,6 +87,10 @@ LOG_PROMPTS = web.AppKey("log_prompts", bool)
 
 
 def face_of(path: str) -> str:
+    if path.startswith("/v1/messages"):
+        return "anthropic"
+    if path.startswith("/v1/responses"):
+        return "responses"
     if path.startswith("/v1/"):
         return "openai"
     if path.startswith("/api/admin/"):

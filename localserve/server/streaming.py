@@ -1,4 +1,5 @@
-"""Server-sent events for streamed answers."""
+"""Server-sent events for streamed answers: data-only (OpenAI's chat) or named (Anthropic's,
+OpenAI's Responses)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,13 @@ async def open_sse(request: web.Request) -> web.StreamResponse:
 
 async def send_event(response: web.StreamResponse, payload: dict[str, Any]) -> None:
     await response.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+
+
+async def send_named(response: web.StreamResponse, event: str, payload: dict[str, Any]) -> None:
+    """An event with a name, as Anthropic's and OpenAI's Responses streams write them: the name
+    again as the payload's `type`."""
+    data = json.dumps({"type": event, **payload})
+    await response.write(f"event: {event}\ndata: {data}\n\n".encode())
 
 
 async def send_done(response: web.StreamResponse) -> None:

@@ -6,16 +6,52 @@ mode, in both, is a schema too: any JSON object.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import Grammar
 from localserve.server import validation as v
 
 ANY_OBJECT = json.dumps({"type": "object"})
+# Where a schema holds more schemas: by name, a list of them, or a map of names to them.
+_ONE = ("items", "additionalProperties", "not", "contains", "if", "then", "else")
+_LIST = ("anyOf", "oneOf", "prefixItems")
+_MAP = ("properties", "$defs", "definitions")
+_OPEN_ENDED = ("additionalProperties", "patternProperties", "unevaluatedProperties")
+
+
+def closed(schema: Any, merged: bool = False) -> Any:
+    """The schema with every object that lists its `properties` and says nothing of others
+    closed to them (`additionalProperties: false`), as llama.cpp's grammar converter reads it:
+    left open, a 135M model fills a call's arguments with keys of its own. An object that is
+    one part of an `allOf` stays as written, since its siblings may add properties."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key in _ONE:
+        if isinstance(out.get(key), dict):
+            out[key] = closed(out[key])
+    for key in _LIST:
+        if isinstance(out.get(key), list):
+            out[key] = [closed(s) for s in out[key]]
+    for key in _MAP:
+        if isinstance(out.get(key), dict):
+            out[key] = {name: closed(s) for name, s in out[key].items()}
+    if isinstance(out.get("allOf"), list):
+        out["allOf"] = [closed(s, merged=True) for s in out["allOf"]]
+    open_ended = any(key in out for key in _OPEN_ENDED)
+    if not merged and isinstance(out.get("properties"), dict) and not open_ended:
+        out["additionalProperties"] = False
+    return out
 
 
 def _schema(text: str, field: str) -> Grammar:
     return Grammar("json_schema", text, field)
+
+
+def schema_grammar(schema: dict[str, Any], field: str) -> Grammar:
+    """A JSON Schema a client sent, closed as `closed` says, as the answer's grammar."""
+    return _schema(json.dumps(closed(schema)), field)
 
 
 def from_response_format(body: v.JSON) -> Grammar | None:
@@ -36,7 +72,7 @@ def from_response_format(body: v.JSON) -> Grammar | None:
         if not isinstance(schema, dict):
             raise BadRequest("'response_format.json_schema.schema' must be a JSON Schema object",
                              "response_format")  # fmt: skip
-        return _schema(json.dumps(schema), "response_format")
+        return schema_grammar(schema, "response_format")
     raise BadRequest(
         f"'response_format.type' must be 'text', 'json_object' or 'json_schema', not {kind!r}",
         "response_format",
@@ -51,5 +87,5 @@ def from_format(body: v.JSON) -> Grammar | None:
     if fmt == "json":
         return _schema(ANY_OBJECT, "format")
     if isinstance(fmt, dict):
-        return _schema(json.dumps(fmt), "format")
+        return schema_grammar(fmt, "format")
     raise BadRequest(f"'format' must be \"json\" or a JSON Schema object, not {fmt!r}", "format")

@@ -21,6 +21,7 @@ from localserve.ground.call_formats import NAME_KEY, CallFormat
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import JSON_STYLE, Grammar
 from localserve.server import validation as v
+from localserve.server.structured import closed
 
 FIELD = "tools"
 GENERIC_PROMPT = (
@@ -208,7 +209,7 @@ def grammar(tools: ToolRequest, fmt: CallFormat) -> Grammar:
     lit = json.dumps
     rules = ["%llguidance {}"]
     for i, f in enumerate(tools.offered):
-        schema = json.dumps({**f.parameters, "x-guidance": JSON_STYLE})
+        schema = json.dumps({**closed(f.parameters), "x-guidance": JSON_STYLE})
         rules.append(f'fn_{i}: {lit(lit(f.name) + ", " + lit(fmt.args_key) + ": ")} '
                      f'%json {schema} "}}"')  # fmt: skip
     rules.append("call: " + " | ".join(f"fn_{i}" for i in range(len(tools.offered))))

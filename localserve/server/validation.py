@@ -74,6 +74,23 @@ def stop_list(body: JSON, key: str = "stop") -> tuple[str, ...]:
     return tuple(value)
 
 
+def strings(body: JSON, key: str) -> list[str]:
+    value = body.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        raise BadRequest(f"'{key}' must be a list of strings", key)
+    return value
+
+
+def accepted(body: JSON, kinds: dict[str, str]) -> None:
+    """Fields taken with no effect here must still be of their kind: "object", "string" or
+    "strings"."""
+    read = {"object": obj, "string": string, "strings": strings}
+    for key, kind in kinds.items():
+        read[kind](body, key)
+
+
 def obj(body: JSON, key: str) -> JSON:
     value = body.get(key)
     if value is None:

@@ -1,0 +1,152 @@
+"""Anthropic's face: POST /v1/messages and /v1/messages/count_tokens, as Claude Code and the
+official `anthropic` clients speak them (the request's reading is in anthropic_request.py).
+
+An answer is content blocks (`text`, `thinking`, `tool_use` with its `input` as an object),
+a `stop_reason` (`end_turn`, `max_tokens`, `stop_sequence`, `tool_use`) and `usage`, whose
+`cache_read_input_tokens` are the prompt's tokens the prefix cache held (Anthropic counts
+`input_tokens` without them). Streamed, it is Anthropic's named events: `message_start`, a
+`ping`, each block's `content_block_start`, `_delta` (`text_delta`, `thinking_delta`,
+`input_json_delta`) and `_stop`, then `message_delta` and `message_stop`; a `ping` every
+PING_S while the prompt prefills, and an `error` event if the engine fails mid-way.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from localserve.engine.sequence import Sequence
+from localserve.ground.errors import EngineError
+from localserve.server.anthropic_request import MessagesRequest, read_request
+from localserve.server.answer_blocks import CALL, TEXT, THINKING, AnswerBlocks, Block
+from localserve.server.answer_parser import Call
+from localserve.server.chat_turn import Turn, chat_turn, pieces, prompt_tokens
+from localserve.server.requests import read_json
+from localserve.server.streaming import open_sse, send_named
+
+PING_S = 10.0
+
+
+def tool_use_id(call: Call) -> str:
+    return "toolu_" + call.id.removeprefix("call_")
+
+
+def stop_reason(seq: Sequence, calls: list[Call]) -> str:
+    if calls:
+        return "tool_use"
+    if seq.finish_reason == "length":
+        return "max_tokens"
+    return "stop_sequence" if seq.stop_sequence is not None else "end_turn"
+
+
+def usage(seq: Sequence) -> dict[str, int]:
+    return {"input_tokens": seq.prompt_tokens - seq.cached_tokens,
+            "cache_creation_input_tokens": 0, "cache_read_input_tokens": seq.cached_tokens,
+            "output_tokens": seq.completion_tokens}  # fmt: skip
+
+
+def content_block(block: Block, show_thinking: bool, whole: bool) -> dict[str, Any]:
+    """A block as a whole answer holds it, or as its content_block_start opens it."""
+    if block.kind == THINKING:
+        text = block.text if whole and show_thinking else ""
+        return {"type": "thinking", "thinking": text, "signature": ""}
+    if block.kind == CALL:
+        call = block.call
+        assert call is not None
+        return {"type": "tool_use", "id": tool_use_id(call), "name": call.name,
+                "input": call.arguments if whole else {}}  # fmt: skip
+    return {"type": "text", "text": block.text if whole else ""}
+
+
+class Answer:
+    """One /v1/messages answer, whole or streamed."""
+
+    def __init__(self, request: web.Request, req: MessagesRequest) -> None:
+        self.request = request
+        self.req = req
+        self.id = "msg_" + uuid.uuid4().hex[:24]
+
+    def message(self, turn: Turn, content: list[dict[str, Any]], done: bool) -> dict[str, Any]:
+        seq = turn.seq
+        return {"id": self.id, "type": "message", "role": "assistant", "model": turn.model.name,
+                "content": content,
+                "stop_reason": stop_reason(seq, turn.parser.calls) if done else None,
+                "stop_sequence": seq.stop_sequence if done else None,
+                "usage": usage(seq)}  # fmt: skip
+
+    async def whole(self, turn: Turn) -> web.Response:
+        blocks = AnswerBlocks()
+        async for piece in pieces(turn):
+            blocks.feed(piece)
+        blocks.finish()
+        content = [content_block(b, self.req.show_thinking, True) for b in blocks.blocks]
+        # An answer that said nothing is one empty text block, as Anthropic's are.
+        content = content or [content_block(Block(TEXT, 0), True, True)]
+        return web.json_response(self.message(turn, content, True))
+
+    async def stream(self, turn: Turn) -> web.StreamResponse:
+        response = await open_sse(self.request)
+        blocks = AnswerBlocks()
+        started = False
+        try:
+            async for piece in pieces(turn, idle_s=PING_S):
+                if not started:  # after the prefill, when the cached tokens are known
+                    await send_named(response, "message_start",
+                                     {"message": self.message(turn, [], False)})  # fmt: skip
+                    await send_named(response, "ping", {})
+                    started = True
+                if piece is None:
+                    await send_named(response, "ping", {})
+                    continue
+                for event in blocks.feed(piece):
+                    await self._send_block_event(response, event.kind, event.block, event.text)
+            for event in blocks.finish():
+                await self._send_block_event(response, event.kind, event.block, event.text)
+        except EngineError as exc:
+            error = {"type": "api_error", "message": str(exc)}
+            await send_named(response, "error", {"error": error})
+            await response.write_eof()
+            return response
+        seq = turn.seq
+        delta = {"stop_reason": stop_reason(seq, blocks.calls), "stop_sequence": seq.stop_sequence}
+        await send_named(response, "message_delta", {"delta": delta, "usage": usage(seq)})
+        await send_named(response, "message_stop", {})
+        await response.write_eof()
+        return response
+
+    async def _send_block_event(self, response: web.StreamResponse, kind: str, block: Block,
+                                text: str) -> None:  # fmt: skip
+        index = block.index
+        if kind == "start":
+            start = content_block(block, self.req.show_thinking, False)
+            await send_named(response, "content_block_start",
+                             {"index": index, "content_block": start})  # fmt: skip
+        elif kind == "stop":
+            await send_named(response, "content_block_stop", {"index": index})
+        elif block.kind == THINKING:
+            if self.req.show_thinking:
+                delta = {"type": "thinking_delta", "thinking": text}
+                await send_named(response, "content_block_delta", {"index": index, "delta": delta})
+        else:
+            delta = ({"type": "input_json_delta", "partial_json": text} if block.kind == CALL
+                     else {"type": "text_delta", "text": text})  # fmt: skip
+            await send_named(response, "content_block_delta", {"index": index, "delta": delta})
+
+
+async def messages(request: web.Request) -> web.StreamResponse:
+    req = read_request(await read_json(request))
+    answer = Answer(request, req)
+    async with chat_turn(request, req.ask) as turn:
+        return await (answer.stream(turn) if req.stream else answer.whole(turn))
+
+
+async def count_tokens(request: web.Request) -> web.Response:
+    req = read_request(await read_json(request), counting=True)
+    return web.json_response({"input_tokens": await prompt_tokens(request, req.ask)})
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/v1/messages", messages)
+    app.router.add_post("/v1/messages/count_tokens", count_tokens)

@@ -1,0 +1,265 @@
+"""Anthropic's Messages API requests (Claude Code's), read into a `ChatAsk`.
+
+- `system`, a string or text blocks, becomes the first system message. A block that is Claude
+  Code's per-request `x-anthropic-billing-header: ...` line is left out of the prompt: it
+  changes every turn, and at the head of the prompt it would defeat the prefix cache.
+- `messages` hold `text`, `tool_use`, `tool_result` (string or text blocks, `is_error`) and
+  `thinking` blocks, and `system` messages mid-conversation. `redacted_thinking` is Anthropic's
+  own ciphertext, which no local model can read: it is left out. Image and document blocks are
+  refused: the models served here read text.
+- `tools` (custom tools with an `input_schema`; a tool with `defer_loading` is offered once a
+  later request lists it without) and `tool_choice` (`auto`, `any`, `tool`, `none`,
+  `disable_parallel_tool_use`) become the tool request the grammar enforces.
+- `thinking`: `enabled` thinks (a model that cannot is a 400), `adaptive` thinks where the model
+  can, `disabled` does not; `display: "omitted"` sends thinking blocks without their text.
+- `output_config.format` (a JSON schema) constrains the answer.
+- `metadata`, `cache_control` (on the request or any block), `context_management`,
+  `output_config.effort`, `service_tier`, `speed`, `inference_geo`, `diagnostics`,
+  `user_profile_id` and `workspace_id` are accepted and have no effect here.
+- `temperature`, `top_p` and `top_k` are honoured (the SDKs of 2026 no longer name them; send
+  them in the body).
+
+Any other field is a 400 that names it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from localserve.ground.errors import BadRequest
+from localserve.ground.sampling import SamplingParams
+from localserve.server import structured
+from localserve.server import validation as v
+from localserve.server.chat_turn import ChatAsk
+from localserve.server.requests import model_name
+from localserve.server.tool_calls import read_tools
+
+BILLING_HEADER = "x-anthropic-billing-header:"
+NO_EFFECT = {"metadata": "object", "cache_control": "object", "context_management": "object",
+             "service_tier": "string", "speed": "string", "inference_geo": "string",
+             "diagnostics": "object", "user_profile_id": "string",
+             "workspace_id": "string"}  # fmt: skip
+READ = frozenset({"model", "messages", "system", "max_tokens", "stop_sequences", "temperature",
+                  "top_p", "top_k", "stream", "tools", "tool_choice", "thinking",
+                  "output_config"})  # fmt: skip
+# What count_tokens takes: the prompt's parts, without the sampling.
+COUNTED = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking",
+                     "output_config", "cache_control", "context_management"})  # fmt: skip
+
+
+@dataclass
+class MessagesRequest:
+    ask: ChatAsk
+    stream: bool = False
+    show_thinking: bool = True
+
+
+def read_request(body: v.JSON, counting: bool = False) -> MessagesRequest:
+    """A /v1/messages body (or /v1/messages/count_tokens's, `counting`) as a chat turn."""
+    known = COUNTED if counting else READ | set(NO_EFFECT)
+    unknown = sorted(set(body) - known)
+    if unknown:
+        raise BadRequest(f"'{unknown[0]}' is not supported here", unknown[0])
+    v.accepted(body, NO_EFFECT)
+    messages = _system(body.get("system")) + _messages(body.get("messages"))
+    max_tokens = None if counting else v.integer(body, "max_tokens", None, 1, 1 << 30)
+    if max_tokens is None and not counting:
+        raise BadRequest("'max_tokens' is required", "max_tokens")
+    think, think_if_able, show = _thinking(v.obj(body, "thinking"), max_tokens)
+    params = SamplingParams(
+        temperature=v.number(body, "temperature", 0.8, 0.0, 1.0),
+        top_p=v.number(body, "top_p", 0.95, 0.0, 1.0),
+        top_k=v.integer(body, "top_k", 40, 0, 1 << 20) or 0,
+        max_tokens=max_tokens,
+        stop=v.stop_list(body, "stop_sequences"),
+        grammar=_format(v.obj(body, "output_config")),
+    )
+    ask = ChatAsk(model_name(body, accept_name=False), messages, params, _tools(body),
+                  think, think_if_able)  # fmt: skip
+    return MessagesRequest(ask, v.boolean(body, "stream", False), show)
+
+
+# -- the prompt --------------------------------------------------------------------------------
+
+
+def _system(system: Any) -> list[dict[str, Any]]:
+    if system is None or system == "":
+        return []
+    if isinstance(system, str):
+        return [{"role": "system", "content": system}]
+    if not isinstance(system, list):
+        raise BadRequest("'system' must be a string or a list of text blocks", "system")
+    texts = [_text_block(b, "system") for b in system]
+    texts = [t for t in texts if not t.startswith(BILLING_HEADER)]
+    return [{"role": "system", "content": "\n".join(texts)}] if texts else []
+
+
+def _text_block(block: Any, where: str) -> str:
+    if not isinstance(block, dict) or block.get("type") != "text":
+        kind = block.get("type") if isinstance(block, dict) else type(block).__name__
+        raise BadRequest(f"{where}: a {kind!r} block is not supported here; only text is",
+                         _field(where))  # fmt: skip
+    text = block.get("text")
+    if not isinstance(text, str):
+        raise BadRequest(f"{where}: a text block's 'text' must be a string", _field(where))
+    return text
+
+
+def _field(where: str) -> str:
+    return where.partition("[")[0]
+
+
+def _messages(messages: Any) -> list[dict[str, Any]]:
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty list", "messages")
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
+            raise BadRequest(f"{where} must be an object whose role is user, assistant or "
+                             "system", "messages")  # fmt: skip
+        content = m.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if not isinstance(blocks, list):
+            raise BadRequest(f"{where}.content must be a string or a list of blocks", "messages")
+        if m["role"] == "assistant":
+            out.append(_assistant(blocks, where))
+        elif m["role"] == "system":
+            out.append({"role": "system", "content": "\n".join(
+                _text_block(b, f"{where}.content") for b in blocks)})  # fmt: skip
+        else:
+            out += _user(blocks, where)
+    return out
+
+
+def _assistant(blocks: list[Any], where: str) -> dict[str, Any]:
+    texts, thinking, calls = [], [], []
+    for j, block in enumerate(blocks):
+        kind = block.get("type") if isinstance(block, dict) else None
+        at = f"{where}.content[{j}]"
+        if kind == "tool_use":
+            name, call_id, arguments = block.get("name"), block.get("id"), block.get("input", {})
+            if not isinstance(name, str) or not isinstance(call_id, str) or not isinstance(
+                arguments, dict
+            ):
+                raise BadRequest(f"{at}: a tool_use block needs an 'id', a 'name' and an "
+                                 "'input' object", "messages")  # fmt: skip
+            calls.append({"id": call_id, "type": "function",
+                          "function": {"name": name, "arguments": arguments}})  # fmt: skip
+        elif kind == "thinking":
+            thinking.append(str(block.get("thinking") or ""))
+        elif kind != "redacted_thinking":
+            texts.append(_text_block(block, at))
+    message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts)}
+    if thinking:
+        message["reasoning_content"] = "\n".join(thinking)
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def _user(blocks: list[Any], where: str) -> list[dict[str, Any]]:
+    """Tool results (each a tool message, as the templates read them), then the user's text."""
+    out: list[dict[str, Any]] = []
+    texts: list[str] = []
+    for j, block in enumerate(blocks):
+        at = f"{where}.content[{j}]"
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            out.append(_tool_result(block, at))
+        else:
+            texts.append(_text_block(block, at))
+    if texts:
+        out.append({"role": "user", "content": "\n".join(texts)})
+    return out
+
+
+def _tool_result(block: dict[str, Any], at: str) -> dict[str, Any]:
+    call_id = block.get("tool_use_id")
+    if not isinstance(call_id, str):
+        raise BadRequest(f"{at}: a tool_result needs its 'tool_use_id'", "messages")
+    content = block.get("content") or ""
+    if isinstance(content, list):
+        content = "\n".join(_text_block(b, f"{at}.content") for b in content)
+    elif not isinstance(content, str):
+        raise BadRequest(f"{at}.content must be a string or text blocks", "messages")
+    if v.boolean(block, "is_error", False):
+        content = f"Error: {content}"
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+# -- tools, thinking and format ----------------------------------------------------------------
+
+
+def _tools(body: v.JSON) -> Any:
+    tools = body.get("tools")
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        raise BadRequest("'tools' must be a list of tools", "tools")
+    functions = []
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict) or tool.get("type", "custom") not in ("custom", None):
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            raise BadRequest(f"tools[{i}]: the {kind!r} tool is run by Anthropic's servers and "
+                             "is not available here; give custom tools with an "
+                             "input_schema", "tools")  # fmt: skip
+        if v.boolean(tool, "defer_loading", False):
+            continue  # not offered until a later request lists it without defer_loading
+        schema = tool.get("input_schema")
+        if schema is None:
+            raise BadRequest(f"tools[{i}] needs an 'input_schema'", "tools")
+        function = {"name": tool.get("name"), "description": tool.get("description") or "",
+                    "parameters": schema}  # fmt: skip
+        functions.append({"type": "function", "function": function})
+    choice = body.get("tool_choice")
+    if choice is not None and not isinstance(choice, dict):
+        raise BadRequest("'tool_choice' must be an object with a 'type'", "tool_choice")
+    choice = choice or {"type": "auto"}
+    kind = choice.get("type")
+    openai_choice: Any = {"auto": "auto", "any": "required", "none": "none"}.get(str(kind))
+    if kind == "tool":
+        openai_choice = {"type": "function", "function": {"name": choice.get("name")}}
+    if openai_choice is None:
+        raise BadRequest("'tool_choice.type' must be auto, any, tool or none", "tool_choice")
+    parallel = not v.boolean(choice, "disable_parallel_tool_use", False)
+    return read_tools({"tools": functions, "tool_choice": openai_choice,
+                       "parallel_tool_calls": parallel})  # fmt: skip
+
+
+def _thinking(thinking: v.JSON, max_tokens: int | None) -> tuple[bool | None, bool, bool]:
+    """(think, think where the model can, show the thinking's text)."""
+    kind = thinking.get("type") if thinking else None
+    display = v.string(thinking, "display") or "summarized"
+    if display not in ("summarized", "omitted"):
+        raise BadRequest("'thinking.display' must be 'summarized' or 'omitted'", "thinking")
+    show = display != "omitted"
+    if kind is None:
+        return None, False, show
+    if kind == "disabled":
+        return False, False, show
+    if kind == "adaptive":
+        return None, True, show
+    if kind == "enabled":
+        budget = v.integer(thinking, "budget_tokens", None, 1, 1 << 30)
+        if budget is None:
+            raise BadRequest("'thinking.budget_tokens' is required when thinking is enabled",
+                             "thinking")  # fmt: skip
+        if max_tokens is not None and budget >= max_tokens:
+            raise BadRequest("'thinking.budget_tokens' must be less than 'max_tokens'",
+                             "thinking")  # fmt: skip
+        return True, False, show
+    raise BadRequest("'thinking.type' must be enabled, adaptive or disabled", "thinking")
+
+
+def _format(config: v.JSON) -> Any:
+    unknown = sorted(set(config) - {"effort", "format"})
+    if unknown:
+        raise BadRequest(f"'output_config.{unknown[0]}' is not supported here", "output_config")
+    fmt = v.obj(config, "format")
+    if not fmt:
+        return None
+    if fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict):
+        raise BadRequest("'output_config.format' must be {'type': 'json_schema', 'schema': "
+                         "{...}}", "output_config")  # fmt: skip
+    return structured.schema_grammar(fmt["schema"], "output_config")

@@ -1,0 +1,262 @@
+"""OpenAI's Responses face: POST /v1/responses, GET and DELETE /v1/responses/{id}, as Codex and
+the `openai` SDK's `client.responses` speak them (requests are read in responses_request.py,
+stored ones kept in responses_store.py).
+
+An answer is output items: `reasoning` (the thinking, as `reasoning_text` content, and as its
+summary when one is asked for), `message` with `output_text`, and `function_call` with its
+`call_id` and JSON `arguments`. `status` is `completed`, or `incomplete` with
+`incomplete_details` when `max_output_tokens` cut it; `usage` gives the prompt's tokens the
+prefix cache held as `input_tokens_details.cached_tokens`. Streamed, every event has a
+`sequence_number`: `response.created`, `.in_progress`, each item's `.output_item.added`, its
+parts and deltas (`.output_text.delta`, `.reasoning_text.delta`,
+`.function_call_arguments.delta` and `.done`), `.output_item.done`, then `response.completed`
+(or `.incomplete`); `response.failed` if the engine fails mid-way.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from localserve.ground.errors import EngineError
+from localserve.server.answer_blocks import CALL, THINKING, AnswerBlocks, Block
+from localserve.server.chat_turn import Turn, chat_turn, pieces
+from localserve.server.errors import Refused
+from localserve.server.requests import read_json
+from localserve.server.responses_request import ResponsesRequest, read_request
+from localserve.server.responses_store import RESPONSES, ResponseStore
+from localserve.server.streaming import open_sse, send_named
+
+
+def not_found(response_id: str, param: str | None = None) -> Refused:
+    """A response id that names no stored response: a 404, as OpenAI answers."""
+    return Refused(404, f"response '{response_id}' not found: it was not stored, or has "
+                   "expired", param, "response_not_found")  # fmt: skip
+
+
+def _id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+class Answer:
+    """One response, whole or streamed: its items, its object, and what the store keeps."""
+
+    def __init__(self, request: web.Request, req: ResponsesRequest) -> None:
+        self.request = request
+        self.req = req
+        self.id = _id("resp")
+        self.created_at = int(time.time())
+        self.blocks = AnswerBlocks()
+        self.item_ids: dict[int, str] = {}
+        self.sequence_number = 0
+
+    # -- items --------------------------------------------------------------------------------
+
+    def item_id(self, block: Block) -> str:
+        prefix = {THINKING: "rs", CALL: "fc"}.get(block.kind, "msg")
+        return self.item_ids.setdefault(block.index, _id(prefix))
+
+    def item(self, block: Block, done: bool) -> dict[str, Any]:
+        status = "completed" if done else "in_progress"
+        item_id = self.item_id(block)
+        if block.kind == THINKING:
+            text = block.text if done else ""
+            summary = [{"type": "summary_text", "text": text}] if self.req.summary and done else []
+            content = [{"type": "reasoning_text", "text": text}] if done else []
+            return {"type": "reasoning", "id": item_id, "summary": summary, "content": content,
+                    "encrypted_content": None, "status": status}  # fmt: skip
+        if block.kind == CALL:
+            call = block.call
+            assert call is not None
+            namespace, name = self.req.call_name(call.name)
+            item = {"type": "function_call", "id": item_id, "call_id": call.id, "name": name,
+                    "arguments": call.arguments_json if done else "", "status": status}  # fmt: skip
+            if namespace is not None:
+                item["namespace"] = namespace
+            return item
+        content = [self.text_part(block.text)] if done else []
+        return {"type": "message", "id": item_id, "status": status, "role": "assistant",
+                "content": content}  # fmt: skip
+
+    @staticmethod
+    def text_part(text: str) -> dict[str, Any]:
+        return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+    # -- the response object ------------------------------------------------------------------
+
+    def body(self, turn: Turn | None, status: str, error: str | None = None) -> dict[str, Any]:
+        seq = turn.seq if turn is not None else None
+        done = status != "in_progress"
+        output = [self.item(b, True) for b in self.blocks.blocks] if done else []
+        usage = None
+        if seq is not None and done:
+            usage = {"input_tokens": seq.prompt_tokens,
+                     "input_tokens_details": {"cached_tokens": seq.cached_tokens},
+                     "output_tokens": seq.completion_tokens,
+                     "output_tokens_details": {"reasoning_tokens": 0},
+                     "total_tokens": seq.prompt_tokens + seq.completion_tokens}  # fmt: skip
+        ask, echo = self.req.ask, self.req.echo
+        fmt = {"type": "text"} if ask.params.grammar is None else {"type": "json_schema"}
+        return {
+            "id": self.id, "object": "response", "created_at": self.created_at,
+            "status": status, "background": False,
+            "error": {"code": "server_error", "message": error} if error else None,
+            "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete"
+            else None,
+            "instructions": self.req.instructions, "max_output_tokens": ask.params.max_tokens,
+            "model": turn.model.name if turn is not None else ask.model, "output": output,
+            "parallel_tool_calls": ask.tools.parallel if ask.tools is not None else True,
+            "previous_response_id": self.req.previous_id,
+            "reasoning": echo.get("reasoning") or {"effort": None, "summary": None},
+            "store": self.req.store, "temperature": ask.params.temperature,
+            "text": {"format": fmt}, "tool_choice": echo.get("tool_choice") or "auto",
+            "tools": echo.get("tools") or [], "top_p": ask.params.top_p,
+            "truncation": "disabled", "usage": usage, "user": None,
+            "metadata": echo.get("metadata") or {},
+        }  # fmt: skip
+
+    def status(self, turn: Turn) -> str:
+        return "incomplete" if turn.seq.finish_reason == "length" else "completed"
+
+    def answered(self, turn: Turn) -> dict[str, Any]:
+        """The response object once the answer is whole, stored if the request asked."""
+        body = self.body(turn, self.status(turn))
+        if self.req.store:
+            store = self.request.app[RESPONSES]
+            store.put(self.id, self.conversation(), body)
+        return body
+
+    def conversation(self) -> list[dict[str, Any]]:
+        """The messages before this answer and the answer, as a follow-up continues them."""
+        answer: dict[str, Any] = {"role": "assistant", "content": "".join(
+            b.text for b in self.blocks.blocks if b.kind not in (THINKING, CALL))}  # fmt: skip
+        thinking = "".join(b.text for b in self.blocks.blocks if b.kind == THINKING)
+        if thinking:
+            answer["reasoning_content"] = thinking
+        calls = self.blocks.calls
+        if calls:
+            answer["tool_calls"] = [{"id": c.id, "type": "function", "function": {
+                "name": c.name, "arguments": c.arguments}} for c in calls]  # fmt: skip
+        return [*self.req.input, answer]
+
+    # -- whole and streamed -------------------------------------------------------------------
+
+    async def whole(self, turn: Turn) -> web.Response:
+        async for piece in pieces(turn):
+            self.blocks.feed(piece)
+        self.blocks.finish()
+        return web.json_response(self.answered(turn))
+
+    async def emit(self, out: web.StreamResponse, event: str, **payload: Any) -> None:
+        await send_named(out, event, {**payload, "sequence_number": self.sequence_number})
+        self.sequence_number += 1
+
+    async def stream(self, turn: Turn) -> web.StreamResponse:
+        response = await open_sse(self.request)
+        await self.emit(response, "response.created", response=self.body(turn, "in_progress"))
+        await self.emit(response, "response.in_progress", response=self.body(turn, "in_progress"))
+        try:
+            async for piece in pieces(turn):
+                for event in self.blocks.feed(piece):
+                    await self._block_event(response, event.kind, event.block, event.text)
+            for event in self.blocks.finish():
+                await self._block_event(response, event.kind, event.block, event.text)
+        except EngineError as exc:
+            failed = self.body(turn, "failed", str(exc))
+            await self.emit(response, "response.failed", response=failed)
+            await response.write_eof()
+            return response
+        body = self.answered(turn)
+        await self.emit(response, f"response.{body['status']}", response=body)
+        await response.write_eof()
+        return response
+
+    async def _block_event(self, response: web.StreamResponse, kind: str, block: Block,
+                           text: str) -> None:  # fmt: skip
+        at = {"item_id": self.item_id(block), "output_index": block.index}
+        if block.kind == CALL:
+            if kind == "start":
+                await self.emit(response, "response.output_item.added",
+                                output_index=block.index, item=self.item(block, False))  # fmt: skip
+            elif kind == "delta":
+                await self.emit(response, "response.function_call_arguments.delta", **at,
+                                delta=text)  # fmt: skip
+            else:
+                item = self.item(block, True)
+                await self.emit(response, "response.function_call_arguments.done", **at,
+                                arguments=item["arguments"], name=item["name"])  # fmt: skip
+                await self.emit(response, "response.output_item.done",
+                                output_index=block.index, item=item)  # fmt: skip
+            return
+        thinking = block.kind == THINKING
+        part = {"type": "reasoning_text", "text": ""} if thinking else self.text_part("")
+        names = "reasoning_text" if thinking else "output_text"
+        if kind == "start":
+            await self.emit(response, "response.output_item.added", output_index=block.index,
+                            item=self.item(block, False))  # fmt: skip
+            await self.emit(response, "response.content_part.added", **at, content_index=0,
+                            part=part)  # fmt: skip
+        elif kind == "delta":
+            extra = {} if thinking else {"logprobs": []}
+            await self.emit(response, f"response.{names}.delta", **at, content_index=0,
+                            delta=text, **extra)  # fmt: skip
+        else:
+            extra = {} if thinking else {"logprobs": []}
+            await self.emit(response, f"response.{names}.done", **at, content_index=0,
+                            text=block.text, **extra)  # fmt: skip
+            await self.emit(response, "response.content_part.done", **at, content_index=0,
+                            part={**part, "text": block.text})  # fmt: skip
+            if thinking and self.req.summary:
+                summary = {"type": "summary_text", "text": block.text}
+                await self.emit(response, "response.reasoning_summary_part.added", **at,
+                                summary_index=0, part={**summary, "text": ""})  # fmt: skip
+                await self.emit(response, "response.reasoning_summary_text.delta", **at,
+                                summary_index=0, delta=block.text)  # fmt: skip
+                await self.emit(response, "response.reasoning_summary_text.done", **at,
+                                summary_index=0, text=block.text)  # fmt: skip
+                await self.emit(response, "response.reasoning_summary_part.done", **at,
+                                summary_index=0, part=summary)  # fmt: skip
+            await self.emit(response, "response.output_item.done", output_index=block.index,
+                            item=self.item(block, True))  # fmt: skip
+
+
+def _store(request: web.Request) -> ResponseStore:
+    return request.app[RESPONSES]
+
+
+async def create(request: web.Request) -> web.StreamResponse:
+    req = read_request(await read_json(request))
+    if req.previous_id is not None:
+        previous = _store(request).get(req.previous_id)
+        if previous is None:
+            raise not_found(req.previous_id, "previous_response_id")
+        req.input = [*previous.conversation, *req.input]
+        system = req.ask.messages[:1] if req.instructions else []
+        req.ask.messages = [*system, *req.input]
+    answer = Answer(request, req)
+    async with chat_turn(request, req.ask) as turn:
+        return await (answer.stream(turn) if req.stream else answer.whole(turn))
+
+
+async def retrieve(request: web.Request) -> web.Response:
+    stored = _store(request).get(request.match_info["id"])
+    if stored is None:
+        raise not_found(request.match_info["id"])
+    return web.json_response(stored.body)
+
+
+async def delete(request: web.Request) -> web.Response:
+    response_id = request.match_info["id"]
+    if not _store(request).delete(response_id):
+        raise not_found(response_id)
+    return web.json_response({"id": response_id, "object": "response", "deleted": True})
+
+
+def add_routes(app: web.Application) -> None:
+    app[RESPONSES] = ResponseStore()
+    app.router.add_post("/v1/responses", create)
+    app.router.add_get("/v1/responses/{id}", retrieve)
+    app.router.add_delete("/v1/responses/{id}", delete)

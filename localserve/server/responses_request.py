@@ -1,0 +1,279 @@
+"""OpenAI's Responses API requests (Codex's, and the `openai` SDK's `client.responses`), read
+into a `ChatAsk`.
+
+- `instructions` is the system message of this request alone (a follow-up through
+  `previous_response_id` does not inherit it, as in OpenAI's API).
+- `input` is a string (one user message) or items: messages (`input_text`, `output_text`
+  parts; roles user, assistant, system, developer), `function_call`, `function_call_output`
+  and `reasoning` (its text is the thinking of the assistant turn it precedes). An assistant
+  turn's reasoning, message and calls become one assistant message of the template.
+- `tools`: `function` tools, and the functions of a `namespace` tool (shown to the model, and
+  named in its calls, as `namespace.name`). A tool with `defer_loading` is not offered.
+  **Tools whose calls are not function calls** (OpenAI's hosted tools: `web_search`,
+  `file_search`, `code_interpreter`, `image_generation`, `mcp`, `tool_search`, `computer`;
+  built-in client tools: `local_shell`, `shell`, `apply_patch`) **are left out**: the model is
+  never offered them, so never half-runs one. A `custom` tool is a 400.
+- `tool_choice` (`auto`, `none`, `required`, a named function), `parallel_tool_calls`,
+  `max_output_tokens`, `temperature`, `top_p`, `text.format` (`text`, `json_object`,
+  `json_schema`).
+- `reasoning.effort`: `none` does not think; any other asks a model that thinks to think (one
+  that does not answers directly). `reasoning.summary` returns the thinking as the reasoning
+  item's summary too.
+- `store`, `previous_response_id`: see responses_store.py.
+- `include`, `prompt_cache_key`, `prompt_cache_retention`, `client_metadata`, `metadata`,
+  `user`, `safety_identifier`, `service_tier`, `stream_options` and `text.verbosity` are
+  accepted and have no effect here (`metadata` is echoed back).
+
+Any other field is a 400 that names it, as are `truncation: "auto"`, logprobs and images.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from localserve.ground.errors import BadRequest
+from localserve.ground.sampling import Grammar, SamplingParams
+from localserve.server import structured
+from localserve.server import validation as v
+from localserve.server.chat_turn import ChatAsk
+from localserve.server.requests import model_name
+from localserve.server.tool_calls import read_tools
+
+NO_EFFECT = {"include": "strings", "prompt_cache_key": "string",
+             "prompt_cache_retention": "string", "client_metadata": "object",
+             "metadata": "object", "user": "string", "safety_identifier": "string",
+             "service_tier": "string", "stream_options": "object"}  # fmt: skip
+READ = frozenset({"model", "input", "instructions", "tools", "tool_choice",
+                  "parallel_tool_calls", "max_output_tokens", "temperature", "top_p", "text",
+                  "reasoning", "store", "previous_response_id", "stream", "truncation",
+                  "top_logprobs"})  # fmt: skip
+# Tools whose calls are not function calls: left out, never offered to the model.
+NOT_OFFERED = frozenset({"web_search", "web_search_preview", "web_search_preview_2025_03_11",
+                         "web_search_2025_08_26", "file_search", "code_interpreter",
+                         "image_generation", "mcp", "tool_search", "computer",
+                         "computer_use_preview", "local_shell", "shell", "apply_patch"})  # fmt: skip
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+NAMESPACE_SEP = "."
+_TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal")
+
+
+@dataclass
+class ResponsesRequest:
+    ask: ChatAsk
+    input: list[dict[str, Any]]  # this request's own messages, without the instructions
+    instructions: str | None = None
+    stream: bool = False
+    store: bool = True
+    previous_id: str | None = None
+    summary: bool = False  # the reasoning item also gives the thinking as its summary
+    echo: dict[str, Any] = field(default_factory=dict)  # what the response object repeats
+    # The functions of namespace tools, as the model names them: (namespace, name).
+    namespaced: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def call_name(self, qualified: str) -> tuple[str | None, str]:
+        """(namespace, name) of a call the model wrote."""
+        return self.namespaced.get(qualified, (None, qualified))
+
+
+def read_request(body: v.JSON) -> ResponsesRequest:
+    unknown = sorted(set(body) - READ - set(NO_EFFECT))
+    if unknown:
+        raise BadRequest(f"'{unknown[0]}' is not supported here", unknown[0])
+    v.accepted(body, NO_EFFECT)
+    if v.string(body, "truncation") not in (None, "disabled"):
+        raise BadRequest("only 'truncation': 'disabled' is supported: a prompt longer than the "
+                         "context is refused", "truncation")  # fmt: skip
+    if v.integer(body, "top_logprobs", 0, 0, 20):
+        raise BadRequest("'top_logprobs' is not supported: this server does not return token "
+                         "log-probabilities", "top_logprobs")  # fmt: skip
+    if "message.output_text.logprobs" in v.strings(body, "include"):
+        raise BadRequest("'include' asks for logprobs, which this server does not return",
+                         "include")  # fmt: skip
+    instructions = v.string(body, "instructions")
+    messages = _input(body.get("input"))
+    reasoning = v.obj(body, "reasoning")
+    effort = v.string(reasoning, "effort")
+    if effort is not None and effort not in EFFORTS:
+        raise BadRequest(f"'reasoning.effort' must be one of {', '.join(EFFORTS)}", "reasoning")
+    summary = v.string(reasoning, "summary")
+    if summary not in (None, "auto", "concise", "detailed"):
+        raise BadRequest("'reasoning.summary' must be auto, concise or detailed", "reasoning")
+    params = SamplingParams(
+        temperature=v.number(body, "temperature", 0.8, 0.0, 2.0),
+        top_p=v.number(body, "top_p", 0.95, 0.0, 1.0),
+        max_tokens=v.integer(body, "max_output_tokens", None, 1, 1 << 30),
+        grammar=_format(v.obj(body, "text")),
+    )
+    system = [{"role": "system", "content": instructions}] if instructions else []
+    namespaced: dict[str, tuple[str, str]] = {}
+    tools = _tools(body, namespaced)
+    ask = ChatAsk(model_name(body, accept_name=False), system + messages, params, tools,
+                  think=False if effort == "none" else None,
+                  think_if_able=effort not in (None, "none"))  # fmt: skip
+    echo = {key: body.get(key) for key in ("tools", "tool_choice", "metadata", "reasoning")}
+    return ResponsesRequest(
+        ask, messages, instructions, v.boolean(body, "stream", False),
+        v.boolean(body, "store", True), v.string(body, "previous_response_id") or None,
+        summary is not None, echo, namespaced,
+    )
+
+
+# -- input items -------------------------------------------------------------------------------
+
+
+def _input(value: Any) -> list[dict[str, Any]]:
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    if not isinstance(value, list) or not value:
+        raise BadRequest("'input' must be a string or a non-empty list of items", "input")
+    out: list[dict[str, Any]] = []
+    turn: dict[str, Any] | None = None  # the assistant turn being gathered
+    for i, item in enumerate(value):
+        where = f"input[{i}]"
+        if not isinstance(item, dict):
+            raise BadRequest(f"{where} must be an object", "input")
+        kind = item.get("type") or ("message" if "role" in item else None)
+        if kind == "message" and item.get("role") == "assistant":
+            if turn is None or turn["content"] or turn.get("tool_calls"):
+                turn = _new_turn(out)
+            turn["content"] = _text(item.get("content"), where)
+        elif kind == "function_call":
+            if turn is None:
+                turn = _new_turn(out)
+            turn.setdefault("tool_calls", []).append(_past_call(item, where))
+        elif kind == "reasoning":
+            if turn is None or turn["content"] or turn.get("tool_calls"):
+                turn = _new_turn(out)
+            turn["reasoning_content"] = _reasoning_text(item, where)
+        elif kind == "function_call_output":
+            turn = None
+            call_id = item.get("call_id")
+            if not isinstance(call_id, str):
+                raise BadRequest(f"{where}: a function_call_output needs its 'call_id'", "input")
+            out.append({"role": "tool", "tool_call_id": call_id,
+                        "content": _text(item.get("output"), where)})  # fmt: skip
+        elif kind == "message":
+            turn = None
+            role = item.get("role")
+            if role not in ("user", "system", "developer"):
+                raise BadRequest(f"{where}.role must be user, assistant, system or developer",
+                                 "input")  # fmt: skip
+            role = "system" if role == "developer" else role
+            out.append({"role": role, "content": _text(item.get("content"), where)})
+        else:
+            raise BadRequest(f"{where}: items of type {kind!r} are not supported here", "input")
+    return out
+
+
+def _new_turn(out: list[dict[str, Any]]) -> dict[str, Any]:
+    turn: dict[str, Any] = {"role": "assistant", "content": ""}
+    out.append(turn)
+    return turn
+
+
+def _text(content: Any, where: str) -> str:
+    """A message's content or a call's output: a string, or text parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise BadRequest(f"{where}.content must be a string or a list of parts", "input")
+    texts = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in _TEXT_PARTS:
+            raise BadRequest(f"{where}: {kind!r} parts are not supported: the models served "
+                             "here read text", "input")  # fmt: skip
+        texts.append(str(part.get("text") if kind != "refusal" else part.get("refusal")) or "")
+    return "".join(texts)
+
+
+def _reasoning_text(item: dict[str, Any], where: str) -> str:
+    """The thinking a reasoning item holds: its content, else its summary."""
+    content = item.get("content") or item.get("summary") or []
+    return _text(content, where)
+
+
+def _past_call(item: dict[str, Any], where: str) -> dict[str, Any]:
+    name, call_id = item.get("name"), item.get("call_id")
+    if not isinstance(name, str) or not isinstance(call_id, str):
+        raise BadRequest(f"{where}: a function_call needs a 'call_id' and a 'name'", "input")
+    namespace = item.get("namespace")
+    if isinstance(namespace, str) and namespace:
+        name = f"{namespace}{NAMESPACE_SEP}{name}"
+    arguments = item.get("arguments") or "{}"
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            raise BadRequest(f"{where}.arguments is not JSON", "input") from None
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+# -- tools and format --------------------------------------------------------------------------
+
+
+def _tools(body: v.JSON, namespaced: dict[str, tuple[str, str]]) -> Any:
+    tools = body.get("tools")
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        raise BadRequest("'tools' must be a list of tools", "tools")
+    functions: list[dict[str, Any]] = []
+    for i, tool in enumerate(tools):
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if isinstance(kind, str) and kind in NOT_OFFERED:
+            continue
+        if kind == "function":
+            functions += _function(tool, f"tools[{i}]")
+        elif kind == "namespace" and isinstance(tool.get("tools"), list):
+            namespace = str(tool.get("name"))
+            for j, inner in enumerate(tool["tools"]):
+                for function in _function(inner, f"tools[{i}].tools[{j}]", namespace):
+                    qualified = function["function"]["name"]
+                    namespaced[qualified] = (namespace, qualified[len(namespace) + 1 :])
+                    functions.append(function)
+        else:
+            raise BadRequest(f"tools[{i}]: {kind!r} tools are not supported here; give "
+                             "function tools", "tools")  # fmt: skip
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict):
+        if choice.get("type") != "function":
+            raise BadRequest("'tool_choice' must be auto, none, required or "
+                             "{'type': 'function', 'name': ...}", "tool_choice")  # fmt: skip
+        choice = {"type": "function", "function": {"name": choice.get("name")}}
+    return read_tools({"tools": functions, "tool_choice": choice,
+                       "parallel_tool_calls": body.get("parallel_tool_calls")})  # fmt: skip
+
+
+def _function(tool: Any, where: str, namespace: str = "") -> list[dict[str, Any]]:
+    if not isinstance(tool, dict) or tool.get("type") != "function":
+        raise BadRequest(f"{where} must be a function tool", "tools")
+    if v.boolean(tool, "defer_loading", False):
+        return []
+    name = tool.get("name")
+    if not isinstance(name, str) or not name:
+        raise BadRequest(f"{where} needs a 'name'", "tools")
+    if namespace:
+        name = f"{namespace}{NAMESPACE_SEP}{name}"
+    return [{"type": "function", "function": {"name": name, "description": tool.get(
+        "description") or "", "parameters": tool.get("parameters")}}]  # fmt: skip
+
+
+def _format(text: v.JSON) -> Grammar | None:
+    unknown = sorted(set(text) - {"format", "verbosity"})
+    if unknown:
+        raise BadRequest(f"'text.{unknown[0]}' is not supported here", "text")
+    fmt = v.obj(text, "format")
+    kind = fmt.get("type")
+    if kind in (None, "text"):
+        return None
+    if kind == "json_object":
+        return Grammar("json_schema", structured.ANY_OBJECT, "text")
+    if kind == "json_schema" and isinstance(fmt.get("schema"), dict):
+        return structured.schema_grammar(fmt["schema"], "text")
+    raise BadRequest("'text.format' must be text, json_object or {'type': 'json_schema', "
+                     "'name': ..., 'schema': {...}}", "text")  # fmt: skip
