@@ -11,7 +11,8 @@
   later request lists it without) and `tool_choice` (`auto`, `any`, `tool`, `none`,
   `disable_parallel_tool_use`) become the tool request the grammar enforces.
 - `thinking`: `enabled` thinks (a model that cannot is a 400), `adaptive` thinks where the model
-  can, `disabled` does not; `display: "omitted"` sends thinking blocks without their text.
+  can, `disabled` does not; `display: "omitted"` sends thinking blocks without their text, and
+  any other display (`summarized`, Claude Code's `updates`) the whole thinking.
 - `output_config.format` (a JSON schema) constrains the answer.
 - `metadata`, `cache_control` (on the request or any block), `context_management`,
   `output_config.effort`, `service_tier`, `speed`, `inference_geo`, `diagnostics`,
@@ -230,10 +231,9 @@ def _tools(body: v.JSON) -> Any:
 def _thinking(thinking: v.JSON, max_tokens: int | None) -> tuple[bool | None, bool, bool]:
     """(think, think where the model can, show the thinking's text)."""
     kind = thinking.get("type") if thinking else None
-    display = v.string(thinking, "display") or "summarized"
-    if display not in ("summarized", "omitted"):
-        raise BadRequest("'thinking.display' must be 'summarized' or 'omitted'", "thinking")
-    show = display != "omitted"
+    # No model here summarizes its thinking: every display but "omitted" shows all of it
+    # ("summarized", or Claude Code's "updates").
+    show = v.string(thinking, "display") != "omitted"
     if kind is None:
         return None, False, show
     if kind == "disabled":

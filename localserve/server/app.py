@@ -31,8 +31,8 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         if exc.status < 400:
             raise
         return error_response(request, exc)
-    except asyncio.CancelledError:
-        raise
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise  # the client left: there is no one to answer (aiohttp logs it at debug level)
     except Exception as exc:
         return error_response(request, exc)
 

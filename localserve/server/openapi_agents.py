@@ -50,7 +50,8 @@ A_TOOL_CHOICE = nullable(obj({
 A_THINKING_CONFIG = nullable(obj({
     "type": {"enum": ["enabled", "adaptive", "disabled"]},
     "budget_tokens": integer(1, 1 << 30, doc="with enabled: less than max_tokens"),
-    "display": nullable({"enum": ["summarized", "omitted"]}),
+    "display": text("omitted: thinking blocks come without their text; any other: with all "
+                    "of it"),
 }, ("type",)))  # fmt: skip
 A_PROMPT = {
     "model": MODEL,

@@ -117,8 +117,8 @@ async def request_log_middleware(request: web.Request, handler: Handler) -> web.
         response = await handler(request)
         record.status = response.status
         return response
-    except asyncio.CancelledError:
-        record.status = CLIENT_LEFT
+    except (asyncio.CancelledError, ConnectionResetError):
+        record.status = CLIENT_LEFT  # also one that closed as its answer's last bytes went
         raise
     except web.HTTPException as exc:  # redirects and the like, which pass the error middleware
         record.status = exc.status

@@ -141,10 +141,16 @@ class Library:
         return self.store.delete(name)
 
     def pull(self, text: str, report: Report) -> Manifest:
-        """Blocking: run on a worker thread. The embedded default needs no download."""
+        """Blocking: run on a worker thread. The embedded default needs no download, nor does
+        a model imported from a file, which has nowhere else to come from: pulling either is
+        a success at once (Codex pulls every model it is told to use that /api/tags does not
+        list by its exact name)."""
         name = None if "/" in text else parse_name(text)
-        if name is not None and self.store.read(name) is None and (m := self._embedded(name)):
+        stored = self.store.read(name) if name is not None else None
+        if name is not None and stored is None:
+            stored = self._embedded(name)
+        if stored is not None and (stored.embedded or Path(stored.source).is_absolute()):
             report({"status": "pulling manifest"})
             report({"status": "success"})
-            return m
+            return stored
         return pull(self.store, self.catalog, text, report)
