@@ -204,6 +204,21 @@ def test_thinking_enabled_returns_thinking_blocks_apart(thinker) -> None:
     assert "<think>" not in message.content[0].thinking
 
 
+def test_thinking_ends_at_its_budget_and_the_answer_follows(thinker) -> None:
+    # SmolLM2 never closes a <think> block of its own: the budget's grammar closes it.
+    message = ask(thinker, max_tokens=40, thinking={"type": "enabled", "budget_tokens": 6})
+    thinking, *rest = message.content
+    assert thinking.type == "thinking" and 0 < len(thinking.thinking.split()) <= 6
+    assert [b.type for b in rest] == ["text"] and rest[0].text
+
+
+def test_a_thinking_budget_and_tool_calls_are_enforced_together(thinker) -> None:
+    message = ask(thinker, [{"role": "user", "content": ASK_WEATHER}], max_tokens=90,
+                  thinking={"type": "enabled", "budget_tokens": 6}, tools=ANTHROPIC_TOOLS,
+                  tool_choice={"type": "any"})  # fmt: skip
+    assert message.content[0].type == "thinking" and tool_uses(message)
+
+
 def test_streamed_thinking_arrives_as_thinking_delta(thinker) -> None:
     events = list(ask(thinker, max_tokens=40, stream=True,
                       thinking={"type": "enabled", "budget_tokens": 16}))

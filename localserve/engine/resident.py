@@ -75,6 +75,10 @@ class ResidentModel:
     async def encode_text(self, text: str) -> list[int]:
         return await self._tokenize(text, True)
 
+    async def encode_piece(self, text: str) -> list[int]:
+        """Text that goes after other tokens: no BOS."""
+        return await self._tokenize(text, False)
+
     async def encode_texts(self, texts: list[str], field: str = "input") -> list[list[int]]:
         """Many texts in one trip to a worker thread, as an embeddings request sends them."""
         loop = asyncio.get_running_loop()

@@ -17,7 +17,6 @@ from typing import Any
 
 from aiohttp import web
 
-from localserve.engine.sequence import Sequence
 from localserve.ground.errors import EngineError
 from localserve.server.anthropic_request import MessagesRequest, read_request
 from localserve.server.answer_blocks import CALL, TEXT, THINKING, AnswerBlocks, Block
@@ -33,18 +32,18 @@ def tool_use_id(call: Call) -> str:
     return "toolu_" + call.id.removeprefix("call_")
 
 
-def stop_reason(seq: Sequence, calls: list[Call]) -> str:
+def stop_reason(turn: Turn, calls: list[Call]) -> str:
     if calls:
         return "tool_use"
-    if seq.finish_reason == "length":
+    if turn.finish_reason == "length":
         return "max_tokens"
-    return "stop_sequence" if seq.stop_sequence is not None else "end_turn"
+    return "stop_sequence" if turn.stop_sequence is not None else "end_turn"
 
 
-def usage(seq: Sequence) -> dict[str, int]:
-    return {"input_tokens": seq.prompt_tokens - seq.cached_tokens,
-            "cache_creation_input_tokens": 0, "cache_read_input_tokens": seq.cached_tokens,
-            "output_tokens": seq.completion_tokens}  # fmt: skip
+def usage(turn: Turn) -> dict[str, int]:
+    return {"input_tokens": turn.prompt_tokens - turn.cached_tokens,
+            "cache_creation_input_tokens": 0, "cache_read_input_tokens": turn.cached_tokens,
+            "output_tokens": turn.completion_tokens}  # fmt: skip
 
 
 def content_block(block: Block, show_thinking: bool, whole: bool) -> dict[str, Any]:
@@ -69,12 +68,11 @@ class Answer:
         self.id = "msg_" + uuid.uuid4().hex[:24]
 
     def message(self, turn: Turn, content: list[dict[str, Any]], done: bool) -> dict[str, Any]:
-        seq = turn.seq
         return {"id": self.id, "type": "message", "role": "assistant", "model": turn.model.name,
                 "content": content,
-                "stop_reason": stop_reason(seq, turn.parser.calls) if done else None,
-                "stop_sequence": seq.stop_sequence if done else None,
-                "usage": usage(seq)}  # fmt: skip
+                "stop_reason": stop_reason(turn, turn.parser.calls) if done else None,
+                "stop_sequence": turn.stop_sequence if done else None,
+                "usage": usage(turn)}  # fmt: skip
 
     async def whole(self, turn: Turn) -> web.Response:
         blocks = AnswerBlocks()
@@ -109,9 +107,9 @@ class Answer:
             await send_named(response, "error", {"error": error})
             await response.write_eof()
             return response
-        seq = turn.seq
-        delta = {"stop_reason": stop_reason(seq, blocks.calls), "stop_sequence": seq.stop_sequence}
-        await send_named(response, "message_delta", {"delta": delta, "usage": usage(seq)})
+        delta = {"stop_reason": stop_reason(turn, blocks.calls),
+                 "stop_sequence": turn.stop_sequence}  # fmt: skip
+        await send_named(response, "message_delta", {"delta": delta, "usage": usage(turn)})
         await send_named(response, "message_stop", {})
         await response.write_eof()
         return response

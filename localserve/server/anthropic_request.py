@@ -10,9 +10,11 @@
 - `tools` (custom tools with an `input_schema`; a tool with `defer_loading` is offered once a
   later request lists it without) and `tool_choice` (`auto`, `any`, `tool`, `none`,
   `disable_parallel_tool_use`) become the tool request the grammar enforces.
-- `thinking`: `enabled` thinks (a model that cannot is a 400), `adaptive` thinks where the model
-  can, `disabled` does not; `display: "omitted"` sends thinking blocks without their text, and
-  any other display (`summarized`, Claude Code's `updates`) the whole thinking.
+- `thinking`: `enabled` thinks within `budget_tokens` where the template opens the thinking
+  block (server/chat_turn.py ends it there; a model that cannot think is a 400), `adaptive`
+  thinks where the model can, `disabled` does not; `display: "omitted"` sends thinking blocks
+  without their text, and any other display (`summarized`, Claude Code's `updates`) the whole
+  thinking.
 - `output_config.format` (a JSON schema) constrains the answer.
 - `metadata`, `cache_control` (on the request or any block), `context_management`,
   `output_config.effort`, `service_tier`, `speed`, `inference_geo`, `diagnostics`,
@@ -67,7 +69,7 @@ def read_request(body: v.JSON, counting: bool = False) -> MessagesRequest:
     max_tokens = None if counting else v.integer(body, "max_tokens", None, 1, 1 << 30)
     if max_tokens is None and not counting:
         raise BadRequest("'max_tokens' is required", "max_tokens")
-    think, think_if_able, show = _thinking(v.obj(body, "thinking"), max_tokens)
+    think, think_if_able, show, budget = _thinking(v.obj(body, "thinking"), max_tokens)
     params = SamplingParams(
         temperature=v.number(body, "temperature", 0.8, 0.0, 1.0),
         top_p=v.number(body, "top_p", 0.95, 0.0, 1.0),
@@ -77,7 +79,7 @@ def read_request(body: v.JSON, counting: bool = False) -> MessagesRequest:
         grammar=_format(v.obj(body, "output_config")),
     )
     ask = ChatAsk(model_name(body, accept_name=False), messages, params, _tools(body),
-                  think, think_if_able)  # fmt: skip
+                  think, think_if_able, thinking_budget=budget)  # fmt: skip
     return MessagesRequest(ask, v.boolean(body, "stream", False), show)
 
 
@@ -228,18 +230,20 @@ def _tools(body: v.JSON) -> Any:
                        "parallel_tool_calls": parallel})  # fmt: skip
 
 
-def _thinking(thinking: v.JSON, max_tokens: int | None) -> tuple[bool | None, bool, bool]:
-    """(think, think where the model can, show the thinking's text)."""
+def _thinking(
+    thinking: v.JSON, max_tokens: int | None
+) -> tuple[bool | None, bool, bool, int | None]:
+    """(think, think where the model can, show the thinking's text, its budget)."""
     kind = thinking.get("type") if thinking else None
     # No model here summarizes its thinking: every display but "omitted" shows all of it
     # ("summarized", or Claude Code's "updates").
     show = v.string(thinking, "display") != "omitted"
     if kind is None:
-        return None, False, show
+        return None, False, show, None
     if kind == "disabled":
-        return False, False, show
+        return False, False, show, None
     if kind == "adaptive":
-        return None, True, show
+        return None, True, show, None
     if kind == "enabled":
         budget = v.integer(thinking, "budget_tokens", None, 1, 1 << 30)
         if budget is None:
@@ -248,7 +252,7 @@ def _thinking(thinking: v.JSON, max_tokens: int | None) -> tuple[bool | None, bo
         if max_tokens is not None and budget >= max_tokens:
             raise BadRequest("'thinking.budget_tokens' must be less than 'max_tokens'",
                              "thinking")  # fmt: skip
-        return True, False, show
+        return True, False, show, budget
     raise BadRequest("'thinking.type' must be enabled, adaptive or disabled", "thinking")
 
 

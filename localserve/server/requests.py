@@ -77,23 +77,25 @@ def chat_messages(body: v.JSON) -> list[dict[str, Any]]:
         if role is None:
             raise BadRequest(f"messages[{i}].role is {m['role']!r}; it must be one of "
                              f"{', '.join(sorted(ROLES))}", "messages")  # fmt: skip
-        out.append({**m, "role": role, "content": _text_content(m.get("content"), i)})
+        out.append({**m, "role": role, "content": text_content(m.get("content"), f"messages[{i}]")})
     return out
 
 
-def _text_content(content: Any, i: int) -> str:
-    """OpenAI's content: a string, or a list of parts of which we take only text ones."""
+def text_content(content: Any, where: str, field: str = "messages",
+                 kinds: tuple[str, ...] = ("text",)) -> str:  # fmt: skip
+    """A message's content: a string, or a list of parts whose `type` is one of `kinds` (their
+    `text`; a refusal's `refusal`). Any other part is a 400: the models served here read text."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if not isinstance(part, dict) or part.get("type") != "text":
-                raise BadRequest(
-                    f"messages[{i}]: only text content parts are supported", "messages"
-                )
-            parts.append(str(part.get("text", "")))
-        return "".join(parts)
-    raise BadRequest(f"messages[{i}].content must be a string or a list", "messages")
+    if not isinstance(content, list):
+        raise BadRequest(f"{where}.content must be a string or a list", field)
+    texts = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in kinds:
+            raise BadRequest(f"{where}: only text content parts are supported, not {kind!r}",
+                             field)  # fmt: skip
+        texts.append(str(part.get("refusal" if kind == "refusal" else "text") or ""))
+    return "".join(texts)

@@ -88,16 +88,15 @@ class Answer:
     # -- the response object ------------------------------------------------------------------
 
     def body(self, turn: Turn | None, status: str, error: str | None = None) -> dict[str, Any]:
-        seq = turn.seq if turn is not None else None
         done = status != "in_progress"
         output = [self.item(b, True) for b in self.blocks.blocks] if done else []
         usage = None
-        if seq is not None and done:
-            usage = {"input_tokens": seq.prompt_tokens,
-                     "input_tokens_details": {"cached_tokens": seq.cached_tokens},
-                     "output_tokens": seq.completion_tokens,
+        if turn is not None and done:
+            usage = {"input_tokens": turn.prompt_tokens,
+                     "input_tokens_details": {"cached_tokens": turn.cached_tokens},
+                     "output_tokens": turn.completion_tokens,
                      "output_tokens_details": {"reasoning_tokens": 0},
-                     "total_tokens": seq.prompt_tokens + seq.completion_tokens}  # fmt: skip
+                     "total_tokens": turn.prompt_tokens + turn.completion_tokens}  # fmt: skip
         ask, echo = self.req.ask, self.req.echo
         fmt = {"type": "text"} if ask.params.grammar is None else {"type": "json_schema"}
         return {
@@ -119,7 +118,7 @@ class Answer:
         }  # fmt: skip
 
     def status(self, turn: Turn) -> str:
-        return "incomplete" if turn.seq.finish_reason == "length" else "completed"
+        return "incomplete" if turn.finish_reason == "length" else "completed"
 
     def answered(self, turn: Turn) -> dict[str, Any]:
         """The response object once the answer is whole, stored if the request asked."""

