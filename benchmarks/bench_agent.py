@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from _common import cli, client_session, div, free_port, publish, running, serve_command, versions
+from _common import cli, client_session, free_port, publish, running, serve_command, versions
 
 MARKERS = ("<!-- bench_agent:start -->", "<!-- bench_agent:end -->")
 CTX = 32768
@@ -232,6 +232,12 @@ def run_server(name: str, gguf: str, bin_: str, work: Path) -> dict[str, list[Tu
 # -- the report --------------------------------------------------------------------------------
 
 
+def shown(count: int | None) -> str:
+    """A token count, or "-" where the server's stream reports none (llama-server's Messages
+    stream gives no input counts)."""
+    return "-" if count is None else str(count)
+
+
 def report(results: dict[str, dict[str, list[Turn]]], args: argparse.Namespace) -> list[str]:
     table = ["| shape | server | turn 1 TTFT s | turns 2-4 TTFT s | median 2-4 / turn 1 | "
              "prompt tokens (turn 1, 4) | cached tokens (turns 2-4) |",
@@ -246,19 +252,19 @@ def report(results: dict[str, dict[str, list[Turn]]], args: argparse.Namespace) 
                 continue
             later = [t.ttft_s for t in turns[1:]]
             follow[(shape, server)] = statistics.median(later)
-            cached = ", ".join(str(t.cached_tokens) for t in turns[1:])
+            cached = ", ".join(shown(t.cached_tokens) for t in turns[1:])
             table.append(
                 f"| {shape} | {server} | {turns[0].ttft_s:.2f} | "
                 f"{', '.join(f'{s:.2f}' for s in later)} | "
-                f"{div(follow[(shape, server)], turns[0].ttft_s)} | "
-                f"{turns[0].prompt_tokens}, {turns[-1].prompt_tokens} | {cached} |"
+                f"{follow[(shape, server)] / turns[0].ttft_s:.3f}x | "
+                f"{shown(turns[0].prompt_tokens)}, {shown(turns[-1].prompt_tokens)} | {cached} |"
             )
     if "llama-server" in results:
         table += ["", "localserve's follow-up TTFT (median of turns 2-4) / llama-server's:", ""]
         for shape in ("claude", "codex"):
             ours, theirs = follow.get((shape, "localserve")), follow.get((shape, "llama-server"))
             if ours is not None and theirs is not None:
-                table.append(f"- {shape}: {ours:.2f} s / {theirs:.2f} s = **{div(ours, theirs)}** "
+                table.append(f"- {shape}: {ours:.2f} s / {theirs:.2f} s = **{ours / theirs:.3f}x** "
                              "(target <= 0.8x)")  # fmt: skip
     return table
 
