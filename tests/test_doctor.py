@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from localserve.native import hardware, report, verdicts
-from localserve.native.report import Facts
-from localserve.native.verdicts import Verdict
+from localserve_native import hardware, report, verdicts
+from localserve_native.report import Facts
+from localserve_native.verdicts import Verdict
 
 DOCTOR_TIMEOUT_S = 180.0
 AMX_FLAGS = frozenset({"avx2", "avx512f", "amx_tile", "amx_int8", "amx_bf16"})

@@ -13,7 +13,7 @@ import pytest
 
 from localserve.cli import main
 from localserve.cli import native as native_cli
-from localserve.native import cuda_toolkit, recipes, wheels
+from localserve_native import cuda_toolkit, recipes, wheels
 
 ROOT = Path(__file__).resolve().parent.parent
 XEON_AMX = frozenset(

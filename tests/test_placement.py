@@ -17,7 +17,7 @@ from fakes import FakeLibrary, FakeLoader, fake_gpu, fake_pool, layers_model, ma
 from localserve.engine.manager import ModelManager
 from localserve.engine.placement import Pin, place
 from localserve.engine.pools import device_pools, gpu_headroom
-from localserve.native.build_info import Device
+from localserve_native.build_info import Device
 from localserve.ground.errors import BadRequest, ModelBusy
 from localserve.ground.units import GiB
 

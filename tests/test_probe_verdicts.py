@@ -1,4 +1,4 @@
-"""The load probe's verdict cache (localserve/native/verdicts.py): a verdict is kept per build key and
+"""The load probe's verdict cache (native/verdicts.py): a verdict is kept per build key and
 device, and a file that cannot be parsed reads as no verdicts at all."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from localserve.native import verdicts
-from localserve.native.hardware import Cpu
-from localserve.native.verdicts import Verdict
+from localserve_native import verdicts
+from localserve_native.hardware import Cpu
+from localserve_native.verdicts import Verdict
 
 KEY = "llama-cpp-python 0.3.36; system 0123456789ab; cpu Test CPU; flags ba9876543210"
 DIED = Verdict.now("cpu", False, "with extra buffer types the worker died of SIGILL", 2.5)

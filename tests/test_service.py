@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from cli_support import cli_env, localserve
-from localserve.installer import service, units
+from localserve_installer import service, units
 
 DAEMON = [sys.executable, "-m", "localserve", "serve"]
 
@@ -89,10 +89,10 @@ def test_a_unit_command_with_spaces_and_percent_is_quoted_for_systemd() -> None:
                     reason="needs desktop-file-validate (apt-get install desktop-file-utils)")  # fmt: skip
 def test_the_tray_autostart_entry_passes_desktop_file_validate(tmp_path: Path) -> None:
     entry = tmp_path / "localserve-tray.desktop"
-    entry.write_text(units.autostart_entry(["/opt/my apps/python", "-m", "localserve.tray"]))
+    entry.write_text(units.autostart_entry(["/opt/my apps/python", "-m", "localserve_tray"]))
     done = subprocess.run(["desktop-file-validate", str(entry)], capture_output=True, text=True)
     assert (done.returncode, done.stdout + done.stderr) == (0, "")
-    assert 'Exec="/opt/my apps/python" -m localserve.tray\n' in entry.read_text()
+    assert 'Exec="/opt/my apps/python" -m localserve_tray\n' in entry.read_text()
 
 
 def test_the_launch_agents_round_trip_through_plistlib_with_launchds_keys() -> None:
@@ -147,7 +147,7 @@ def test_install_without_user_systemd_links_the_unit_for_the_next_login(home: Pa
 def test_the_tray_entry_does_not_start_a_second_daemon_beside_the_service(home: Path) -> None:
     service.install(tray=True, on=service.platform(Manager(), "linux"))
     entry = (home / ".config/autostart/localserve-tray.desktop").read_text()
-    assert "-m localserve.tray --no-start\n" in entry
+    assert "-m localserve_tray --no-start\n" in entry
 
 
 def test_uninstall_keeps_the_models_unless_purge(home: Path) -> None:

@@ -21,8 +21,8 @@ from conftest import CLIENT_TIMEOUT_S, running_daemon  # noqa: E402
 from daemons import answers, free_port, poll  # noqa: E402
 from localserve.client import Client  # noqa: E402
 from localserve.ground import settings as config  # noqa: E402
-from localserve.tray.app import Tray  # noqa: E402
-from localserve.tray.status import Status, TrayState  # noqa: E402
+from localserve_tray.app import Tray  # noqa: E402
+from localserve_tray.status import Status, TrayState  # noqa: E402
 
 NEXT_POLL_S = 60.0
 

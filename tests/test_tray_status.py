@@ -1,10 +1,10 @@
-"""What the tray says, read from the daemon's answers (pure: localserve/tray/status.py)."""
+"""What the tray says, read from the daemon's answers (pure: tray/status.py)."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from localserve.tray.status import Status, read_state
+from localserve_tray.status import Status, read_state
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 UP = {"status": "ok", "models": [], "loading": [], "pulling": [],

@@ -22,8 +22,8 @@ from PIL import Image, ImageGrab
 from conftest import running_daemon
 from daemons import poll
 from localserve.client import Client
-from localserve.tray.icon import _FILL
-from localserve.tray.status import Status
+from localserve_tray.icon import _FILL
+from localserve_tray.status import Status
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("Xvfb") and shutil.which("trayer")),
@@ -81,7 +81,7 @@ def test_the_icon_is_drawn_in_the_panel_and_changes_with_the_state(display: str)
     with running_daemon(["--no-default-model", "--parallel", "2", "--ctx", "1024"]) as (_, url):
         env = {**os.environ, "DISPLAY": display, "PYSTRAY_BACKEND": "xorg"}
         port = url.rsplit(":", 1)[1]
-        tray = subprocess.Popen([sys.executable, "-m", "localserve.tray", "--host", "127.0.0.1",
+        tray = subprocess.Popen([sys.executable, "-m", "localserve_tray", "--host", "127.0.0.1",
                                  "--port", port, "--no-start"], env=env)  # fmt: skip
         try:
             idle = poll("the idle icon", lambda: _showing(display, Status.IDLE), SHOT_TIMEOUT_S)

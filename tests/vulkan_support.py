@@ -13,7 +13,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from localserve.native import recipes
+from localserve_native import recipes
 
 LAVAPIPE_ICDS = ("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json", "/usr/share/vulkan/icd.d/lvp_icd.json")
 

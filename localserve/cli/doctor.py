@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def doctor_command(args: argparse.Namespace) -> int:
     # Imported here: gathering runs tools and a child process, which only this command wants.
-    from localserve.native import report
+    from localserve_native import report
 
     try:
         found = report.gather()

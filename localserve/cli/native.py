@@ -1,5 +1,5 @@
 """`localserve native build BACKEND`: reinstall llama-cpp-python from source with one backend's
-CMake flags (the recipes of `localserve.native`).
+CMake flags (the recipes of `localserve_native`).
 
 It runs in this process's Python environment, not through the daemon: the library rebuilt is the
 one a daemon started from this environment loads, and no daemon need be running to build it.
@@ -14,7 +14,7 @@ from pathlib import Path
 from localserve.cli import output
 from localserve.cli.common import Failure
 from localserve.cli.output import FAILED, OK
-from localserve.native import recipes
+from localserve_native import recipes
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -44,7 +44,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def run_build(plan: recipes.Plan) -> Path:
     """The plan's wheel: built now, or kept from an earlier build of the same inputs."""
-    from localserve.native import wheels
+    from localserve_native import wheels
 
     try:
         wheel, built = wheels.build(plan)
@@ -56,7 +56,7 @@ def run_build(plan: recipes.Plan) -> Path:
 
 
 def run_install(plan: recipes.Plan, wheel: Path) -> None:
-    from localserve.native import wheels
+    from localserve_native import wheels
 
     try:
         wheels.install(plan, wheel)

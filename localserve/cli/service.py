@@ -7,7 +7,7 @@ import argparse
 from localserve.cli.common import address_options, connect
 from localserve.cli.output import OK
 from localserve.client import DaemonUnreachable
-from localserve.installer import service
+from localserve_installer import service
 
 NOT_INSTALLED = 1
 

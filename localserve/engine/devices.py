@@ -12,7 +12,7 @@ import logging
 import os
 from pathlib import Path
 
-from localserve.native import build_info
+from localserve_native import build_info
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from localserve.ground.units import GiB, format_size
-from localserve.native.build_info import Device
+from localserve_native.build_info import Device
 
 # What we leave to the rest of the desktop when no budget is given.
 DEFAULT_HEADROOM = 1 * GiB

@@ -5,7 +5,7 @@ on some Xeons; loading without the extra buffer types (AMX, repacked weights) av
 a device's first load, a throwaway worker loads the embedded SmolLM2 and decodes one token with
 them; if that worker dies, another tries without. The first configuration that survives is
 used, the log says why, and the verdict is kept per (llama.cpp build, CPU) in the state folder
-(localserve/native/verdicts.py), so a machine pays for the probe once per build: about the time of two
+(native/verdicts.py), so a machine pays for the probe once per build: about the time of two
 worker starts and a load of the 100 MB model, one to two seconds here.
 """
 
@@ -22,7 +22,7 @@ from localserve.ground.errors import EngineStopped
 from localserve.ground.model import ModelRef
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.settings import Settings
-from localserve.native import verdicts
+from localserve_native import verdicts
 from localserve.store.resolve import embedded_path
 
 log = logging.getLogger(__name__)

@@ -252,7 +252,7 @@ class Worker:
             reporter.batcher.cancel(request)
 
     def _stats(self) -> dict[str, Any]:
-        from localserve.native.verdicts import build_key  # loads llama.cpp, as loads do
+        from localserve_native.verdicts import build_key  # loads llama.cpp, as loads do
 
         return {"device": self.device, "pid": os.getpid(), "models": sorted(self.models),
                 "build_key": build_key()}

@@ -36,7 +36,7 @@ from typing import Any
 
 import platformdirs
 
-from localserve.native import build_info, hardware
+from localserve_native import build_info, hardware
 
 FORMAT = 1
 FILE_NAME = "probe.json"

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any
 
-from localserve.native import build_info, hardware, recipes, verdicts
-from localserve.native.verdicts import Verdict
+from localserve_native import build_info, hardware, recipes, verdicts
+from localserve_native.verdicts import Verdict
 
 NOT_FOUND = "not found"
 NOT_INSTALLED = "not installed"

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from localserve.native.recipes import Guard, Plan, cached_wheel
+from localserve_native.recipes import Guard, Plan, cached_wheel
 
 # Runs one command with the build's environment added; returns its exit code.
 Runner = Callable[[tuple[str, ...], dict[str, str]], int]

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 
-from localserve.native import cuda_toolkit, hardware
+from localserve_native import cuda_toolkit, hardware
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -140,7 +140,7 @@ def _recipe(name: str, raw: Mapping[str, object]) -> Recipe:
 
 def recipes() -> dict[str, Recipe]:
     """The shipped recipes, by backend name, in the file's order."""
-    text = resources.files("localserve.native").joinpath("recipes.toml").read_text("utf-8")
+    text = resources.files("localserve_native").joinpath("recipes.toml").read_text("utf-8")
     return {name: _recipe(name, raw) for name, raw in tomllib.loads(text).items()}
 
 

@@ -190,7 +190,7 @@ def facts() -> dict[str, Any]:
 
 def query(timeout: float = QUERY_TIMEOUT_S) -> dict[str, Any]:
     """`facts()` from a child process; when the child dies, each part's error says how."""
-    command = [sys.executable, "-m", "localserve.native.build_info"]
+    command = [sys.executable, "-m", "localserve_native.build_info"]
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL

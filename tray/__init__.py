@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from localserve.ground import settings as config
 
     try:
-        from localserve.tray.app import Tray
+        from localserve_tray.app import Tray
     except ImportError as exc:  # the tray extra is not installed
         print(f"localserve tray: {exc}; install it with pip install 'localserve[tray]'",
               file=sys.stderr)  # fmt: skip

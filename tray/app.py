@@ -26,11 +26,11 @@ import pystray
 
 from localserve.client import Client, ClientError, DaemonUnreachable
 from localserve.ground import settings as config
-from localserve.installer import service
+from localserve_installer import service
 from localserve.launcher import DaemonDidNotStart, is_local, log_path, start, wait_healthy
-from localserve.tray.icon import icon_image
-from localserve.tray.menu import Actions, build_menu
-from localserve.tray.status import TrayState, not_running, read_state, starting
+from localserve_tray.icon import icon_image
+from localserve_tray.menu import Actions, build_menu
+from localserve_tray.status import TrayState, not_running, read_state, starting
 
 log = logging.getLogger(__name__)
 

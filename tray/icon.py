@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from PIL import Image, ImageDraw
 
-from localserve.tray.status import Status
+from localserve_tray.status import Status
 
 SIZE = 64  # pystray scales it to the panel; 64 px stays sharp at 16-32 px and on HiDPI
 

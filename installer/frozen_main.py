@@ -10,7 +10,7 @@ from pathlib import Path
 if len(sys.argv) > 2 and sys.argv[1] == "-m":
     module, sys.argv = sys.argv[2], [sys.argv[0], *sys.argv[3:]]
 elif Path(sys.executable).stem == "localserve-tray":
-    module = "localserve.tray"
+    module = "localserve_tray"
 else:
     module = "localserve"
 runpy.run_module(module, run_name="__main__", alter_sys=True)

@@ -26,7 +26,7 @@ from typing import Callable
 import platformdirs
 
 from localserve.ground import settings as config
-from localserve.installer import units
+from localserve_installer import units
 
 UNIT = "localserve.service"
 TASKS = {"daemon": "localserve", "tray": "localserve tray"}
@@ -72,7 +72,7 @@ def daemon_command() -> list[str]:
 
 def tray_command() -> list[str]:
     # The service starts the daemon: a tray that raced it at login would start a second one.
-    return [*daemon_command()[:2], "localserve.tray", "--no-start"]
+    return [*daemon_command()[:2], "localserve_tray", "--no-start"]
 
 
 class _Platform(ABC):

@@ -9,7 +9,7 @@ from typing import Callable
 
 import pystray
 
-from localserve.tray.status import LoadedModel, TrayState
+from localserve_tray.status import LoadedModel, TrayState
 
 Action = Callable[[], None]
 

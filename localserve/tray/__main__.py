@@ -1,5 +1,0 @@
-import sys
-
-from localserve.tray import main
-
-sys.exit(main())

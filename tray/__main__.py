@@ -1,0 +1,5 @@
+import sys
+
+from localserve_tray import main
+
+sys.exit(main())
