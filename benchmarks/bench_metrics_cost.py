@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 from _common import cli, publish
 
-from localserve.engine.sequence import Sequence
+from localserve.engine.batching.sequence import Sequence
 from localserve.ground.sampling import SamplingParams
 from localserve.server.metrics import Metrics
 from localserve.server.request_log import Record

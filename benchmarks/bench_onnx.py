@@ -48,7 +48,7 @@ def equal_length_prompts(folder: Path, n: int) -> tuple[list[str], list[list[int
     import onnxruntime_genai as og
 
     from localserve.formats.onnx import read_folder
-    from localserve.engine.chat_template import ChatTemplate
+    from localserve.engine.workers.chat_template import ChatTemplate
 
     meta = read_folder(folder)
     template = ChatTemplate(meta.chat_template(), meta.special_text("bos_token"),

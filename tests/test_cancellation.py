@@ -10,10 +10,10 @@ import pytest
 
 from fakes import FakeBackend
 
-from localserve.engine.outputs import LoopSink
-from localserve.engine.embedding import EmbeddingJob
-from localserve.engine.scheduler import Scheduler
-from localserve.engine.sequence import Sequence, Status
+from localserve.engine.batching.outputs import LoopSink
+from localserve.engine.batching.embedding import EmbeddingJob
+from localserve.engine.batching.scheduler import Scheduler
+from localserve.engine.batching.sequence import Sequence, Status
 from localserve.ground.sampling import SamplingParams
 
 

@@ -1,6 +1,6 @@
 """Incremental detokenization never emits half a UTF-8 character."""
 
-from localserve.engine.detokenizer import IncrementalDetokenizer
+from localserve.engine.batching.detokenizer import IncrementalDetokenizer
 
 
 def test_multibyte_character_split_across_pieces_is_emitted_whole() -> None:

@@ -13,12 +13,12 @@ import pytest
 
 from fakes import WIDTH, FakeBackend
 
-from localserve.engine.outputs import LoopSink
-from localserve.engine.runner import LocalRunner
-from localserve.engine.embedding import EmbeddingJob, normalize, shorten
-from localserve.engine.resident import ResidentModel
-from localserve.engine.scheduler import Scheduler
-from localserve.engine.sequence import Sequence
+from localserve.engine.batching.outputs import LoopSink
+from localserve.engine.workers.runner import LocalRunner
+from localserve.engine.batching.embedding import EmbeddingJob, normalize, shorten
+from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.batching.scheduler import Scheduler
+from localserve.engine.batching.sequence import Sequence
 from localserve.formats.gguf import embedding_rows
 from localserve.ground.errors import BadRequest, ContextOverflow
 from localserve.ground.sampling import SamplingParams

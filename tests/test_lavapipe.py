@@ -19,9 +19,9 @@ import ollama
 import pytest
 
 from daemons import get_json, resident, stats
-from localserve.engine.loader import layered_estimate
-from localserve.engine.placement import most_layers
-from localserve.engine.pools import MemoryPool
+from localserve.engine.residency.loader import layered_estimate
+from localserve.engine.residency.placement import most_layers
+from localserve.engine.residency.pools import MemoryPool
 from localserve.ground.settings import Settings
 from localserve.store.resolve import resolve
 import vulkan_support

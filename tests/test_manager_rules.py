@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from fakes import FakeLibrary, FakeLoader, fake_pool, manager_settings
-from localserve.engine.manager import ModelManager
+from localserve.engine.residency.manager import ModelManager
 from localserve.ground.errors import DoesNotFit, LoadFailed, ModelBusy
 
 

@@ -14,9 +14,9 @@ import pytest
 
 from fakes import TOKEN, FakeRuntime
 
-from localserve.engine.outputs import LoopSink
-from localserve.engine.onnx_batcher import BatchPolicy, OnnxBatcher
-from localserve.engine.sequence import Sequence, Status
+from localserve.engine.batching.outputs import LoopSink
+from localserve.engine.batching.onnx_batcher import BatchPolicy, OnnxBatcher
+from localserve.engine.batching.sequence import Sequence, Status
 from localserve.ground.errors import QueueFull
 from localserve.ground.sampling import SamplingParams
 

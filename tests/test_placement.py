@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from fakes import FakeLibrary, FakeLoader, fake_gpu, fake_pool, layers_model, manager_settings
-from localserve.engine.manager import ModelManager
-from localserve.engine.placement import Pin, place
-from localserve.engine.pools import device_pools, gpu_headroom
+from localserve.engine.residency.manager import ModelManager
+from localserve.engine.residency.placement import Pin, place
+from localserve.engine.residency.pools import device_pools, gpu_headroom
 from localserve_native.build_info import Device
 from localserve.ground.errors import BadRequest, ModelBusy
 from localserve.ground.units import GiB

@@ -4,7 +4,7 @@ import pytest
 
 from localserve.ground.errors import BadRequest
 from localserve.ground.units import parse_keep_alive
-from localserve.engine.pools import MemoryPool
+from localserve.engine.residency.pools import MemoryPool
 from localserve.ground.units import parse_size
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from localserve.engine.prompt_cache import PromptCache
+from localserve.engine.batching.prompt_cache import PromptCache
 
 
 def state(n: int) -> bytearray:

@@ -8,9 +8,9 @@ import pytest
 
 from fakes import TOKEN, FakeBackend
 
-from localserve.engine.outputs import LoopSink
-from localserve.engine.scheduler import MAX_DEFERRALS, PREFILL_TOKENS_WHILE_DECODING, Scheduler
-from localserve.engine.sequence import Sequence
+from localserve.engine.batching.outputs import LoopSink
+from localserve.engine.batching.scheduler import MAX_DEFERRALS, PREFILL_TOKENS_WHILE_DECODING, Scheduler
+from localserve.engine.batching.sequence import Sequence
 from localserve.ground.errors import ContextOverflow, QueueFull
 from localserve.ground.sampling import SamplingParams
 

@@ -4,8 +4,8 @@ cross-stream `seq_cp` moves the cells' bookkeeping at once and their data at the
 from __future__ import annotations
 
 from fakes import FakeBackend
-from localserve.engine.prompt_cache import PromptCache
-from localserve.engine.slots import Slots
+from localserve.engine.batching.prompt_cache import PromptCache
+from localserve.engine.batching.slots import Slots
 
 SHARED = list(range(100, 140))  # a 40-token system prompt, say
 SAVED = list(range(500, 540))  # a conversation in the prompt cache

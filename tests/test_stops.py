@@ -1,6 +1,6 @@
 """Stop strings are pure logic: they are specified here without a model."""
 
-from localserve.engine.stops import StopMatcher
+from localserve.engine.batching.stops import StopMatcher
 
 
 def test_text_without_stops_passes_through() -> None:

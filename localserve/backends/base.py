@@ -4,7 +4,7 @@ A backend knows kernels, KV cells and memory sizes. It knows nothing of HTTP, qu
 models. There are two kinds, after who decides what runs in a step:
 
 - a `SlotBackend` (llama.cpp) runs exactly the `StepPlan` the engine's scheduler hands it, over
-  KV slots allocated at load; `EmbeddingBackend` and `SlotStates` (engine/slots.py) are
+  KV slots allocated at load; `EmbeddingBackend` and `SlotStates` (engine/batching/slots.py) are
   capabilities it may add;
 - a `BatchRuntime` (onnxruntime-genai) batches requests itself: the engine's batcher starts,
   steps and ends its requests' turns, and reads back `TurnEvent`s of our own making, so that

@@ -57,7 +57,7 @@ class LlamaCppBackend:
     """A GGUF model loaded with its slots' KV cache and a sampler per busy slot.
 
     A `SlotBackend` (backends/base.py) that is also an `EmbeddingBackend` and has `SlotStates`
-    (engine/slots.py): its slots' cells can be copied, saved and restored.
+    (engine/batching/slots.py): its slots' cells can be copied, saved and restored.
     """
 
     def __init__(self, name: str, path: str, options: LlamaCppOptions) -> None:

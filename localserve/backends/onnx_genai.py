@@ -8,7 +8,7 @@ benchmark's equal-length static batch.) The Engine comes in two kinds:
 - **dynamic batching** (paged KV cache): requests join and leave between steps. It needs a model
   exported with a paged cache and a provider that has one (CUDA, WebGPU).
 - **static batching**, everywhere else (the CPU): a batch runs until its last request ends and
-  later requests wait for the next one. `engine/onnx_batcher.py` forms those batches.
+  later requests wait for the next one. `engine/batching/onnx_batcher.py` forms those batches.
 
 An Engine may only be used from the thread that created it, so the batcher creates it on the
 device's engine thread (`new_engine`), never here on the loading thread.
@@ -203,7 +203,7 @@ class OnnxGenaiBackend:
         self.tokenizer = None
         self.model = None
 
-    # -- the BatchRuntime surface: what engine/onnx_batcher.py steps --------------------------
+    # -- the BatchRuntime surface: what engine/batching/onnx_batcher.py steps --------------------------
 
     def new_engine(self) -> None:
         og = self._og

@@ -16,7 +16,7 @@ class MemoryEstimate:
     kv_cache: int
     compute: int
     # Host memory for slot contents saved after their slot went to another prompt
-    # (engine/prompt_cache.py): filled as slots are reused, never past this.
+    # (engine/batching/prompt_cache.py): filled as slots are reused, never past this.
     prompt_cache: int = 0
     # What llama.cpp's output buffer grows by at the first embedding step (formats/gguf.py):
     # like the prompt cache, reserved from the start and allocated only later.

@@ -11,9 +11,9 @@ from aiohttp import web
 
 from localserve.ground.errors import BadRequest, ModelNotFound
 from localserve.ground.units import UNSET, parameter_size
-from localserve.engine.placement import Pin
-from localserve.engine.pools import CPU
-from localserve.engine.resident import ResidentModel
+from localserve.engine.residency.placement import Pin
+from localserve.engine.residency.pools import CPU
+from localserve.engine.workers.resident import ResidentModel
 from localserve.formats.memory import sum_estimates
 from localserve.server import validation as v
 from localserve.server.requests import keep_alive, model_name, read_json

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from localserve import __version__
-from localserve.engine.manager import ModelManager
+from localserve.engine.residency.manager import ModelManager
 from localserve.server import (
     admin_api, anthropic_api, embeddings_api, guard, infill_api, metrics, ollama_api, openai_api,
     openapi, request_log, responses_api, store_api, ui,

@@ -18,8 +18,8 @@ from typing import Any
 
 from aiohttp import web
 
-from localserve.engine.resident import ResidentModel
-from localserve.engine.sequence import Sequence
+from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.batching.sequence import Sequence
 from localserve.ground.errors import BadRequest, EngineError
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.units import UNSET, KeepAlive

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from localserve.ground.errors import EngineError
 from localserve.ground.settings import Settings
-from localserve.engine.manager import ModelManager
+from localserve.engine.residency.manager import ModelManager
 from localserve.server.admin_api import SHUTDOWN
 from localserve.server.app import build_app
 from localserve.server.guard import is_loopback, operator_token

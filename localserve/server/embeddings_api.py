@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from localserve.engine.embedding import normalize, shorten
+from localserve.engine.batching.embedding import normalize, shorten
 from localserve.ground.errors import BadRequest, ContextOverflow
-from localserve.engine.resident import ResidentModel
+from localserve.engine.workers.resident import ResidentModel
 from localserve.server import validation as v
 from localserve.server.ollama_options import window
 from localserve.server.requests import keep_alive, model_name, read_json

@@ -22,7 +22,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from localserve.engine.manager import ModelManager
+from localserve.engine.residency.manager import ModelManager
 from localserve.server.state import MANAGER
 
 if TYPE_CHECKING:

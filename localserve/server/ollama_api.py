@@ -18,9 +18,9 @@ from aiohttp import web
 from localserve import __version__
 from localserve.ground.errors import BadRequest, EngineError
 from localserve.ground.units import KeepAlive
-from localserve.engine.placement import Pin
-from localserve.engine.resident import ResidentModel
-from localserve.engine.sequence import Sequence
+from localserve.engine.residency.placement import Pin
+from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.batching.sequence import Sequence
 from localserve.server import fim, ollama_template, request_log
 from localserve.server.answer_parser import AnswerParser, Parsed
 from localserve.server.chat_plan import ChatPlan, plan_chat

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 
-from localserve.engine.placement import Pin
+from localserve.engine.residency.placement import Pin
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import SamplingParams
 from localserve.server import structured

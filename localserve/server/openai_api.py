@@ -11,9 +11,9 @@ from typing import Any
 from aiohttp import web
 
 from localserve.ground.errors import BadRequest, EngineError, ModelNotFound
-from localserve.engine.resident import ResidentModel
+from localserve.engine.workers.resident import ResidentModel
 from localserve.ground.sampling import SamplingParams
-from localserve.engine.sequence import Sequence
+from localserve.engine.batching.sequence import Sequence
 from localserve.server import fim, request_log, structured
 from localserve.server.answer_parser import AnswerParser, Call, Parsed
 from localserve.server.chat_plan import plan_chat, template_kwargs

@@ -25,8 +25,8 @@ from typing import Any
 
 from aiohttp import web
 
-from localserve.engine.resident import ResidentModel
-from localserve.engine.sequence import Sequence
+from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.batching.sequence import Sequence
 from localserve.ground.sampling import SamplingParams
 from localserve.server.metrics import METRICS
 from localserve.server.requests import BODY

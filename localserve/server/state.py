@@ -3,7 +3,7 @@ length every face reports."""
 
 from aiohttp import web
 
-from localserve.engine.manager import ModelManager
+from localserve.engine.residency.manager import ModelManager
 
 MANAGER = web.AppKey("manager", ModelManager)
 

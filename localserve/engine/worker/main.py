@@ -1,6 +1,6 @@
 """The engine worker: one process per device, owning its engine loop and every model on it.
 
-`python -m localserve.engine.worker --device cpu --fd N --settings JSON` serves the daemon over
+`python -m localserve.engine.worker.main --device cpu --fd N --settings JSON` serves the daemon over
 the socket `N` (ground/messages.py). The main thread reads asks and answers them; loads and
 unloads run on threads of their own so that a load of seconds never holds up the submits of the
 models already serving; the device's engine thread steps every resident model in turn and
@@ -28,12 +28,12 @@ import msgspec
 import numpy as np
 import psutil
 
-from localserve.engine.batcher import Batcher, Embedder
-from localserve.engine.device_loop import DeviceLoop
-from localserve.engine.embedding import EmbeddingJob
-from localserve.engine.loader import Built, build_model
-from localserve.engine.outputs import Outbox
-from localserve.engine.sequence import Sequence
+from localserve.engine.batching.batcher import Batcher, Embedder
+from localserve.engine.worker.device_loop import DeviceLoop
+from localserve.engine.batching.embedding import EmbeddingJob
+from localserve.engine.residency.loader import Built, build_model
+from localserve.engine.batching.outputs import Outbox
+from localserve.engine.batching.sequence import Sequence
 from localserve.ground import messages as m
 from localserve.ground.errors import BadRequest, EngineError, ModelNotFound
 from localserve.ground.settings import Settings
@@ -73,7 +73,7 @@ class Connection:
 class StepReporter:
     """A model's batcher as the device loop steps it, sending each step's output in one `Step`.
 
-    It is also the sink of the model's sequences and embedding jobs (engine/outputs.py).
+    It is also the sink of the model's sequences and embedding jobs (engine/batching/outputs.py).
     """
 
     def __init__(self, worker: Worker, name: str, built: Built) -> None:

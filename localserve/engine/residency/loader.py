@@ -4,7 +4,7 @@ each format is sized and built there.
 The manager decides residency (what to load, what to evict, when); a `Loader` sizes a model
 before it loads, makes it resident on a device so that it steps, and frees it again. The manager
 never sees a backend being built, a device loop, or a file format. `WorkerLoader`
-(engine/worker_loader.py) runs every device's models in an engine worker process of its own;
+(engine/workers/supervisor.py) runs every device's models in an engine worker process of its own;
 inside the worker, `build_model` makes a model from the table below. Tests hand the manager a
 fake loader, so every residency rule runs in milliseconds.
 """
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from localserve.backends.base import Backend
-from localserve.engine.batcher import Batcher
-from localserve.engine.resident import ResidentModel
+from localserve.engine.batching.batcher import Batcher
+from localserve.engine.workers.resident import ResidentModel
 from localserve.formats import BadModelFile, MemoryEstimate
-from localserve.engine.placement import Placement
+from localserve.engine.residency.placement import Placement
 from localserve.formats.gguf import check_gguf, layered
 from localserve.formats.offload import LayeredEstimate, unsplit
 from localserve.formats.onnx import estimate_onnx, read_folder
@@ -126,8 +126,8 @@ def _load_gguf(s: Settings, load: m.Load) -> Built:
     # Imported here so that a format's runtime is only imported when such a model loads.
     from localserve.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
     from localserve.backends.llama_runtime import usable_cores
-    from localserve.engine.prompt_cache import PromptCache
-    from localserve.engine.scheduler import Scheduler
+    from localserve.engine.batching.prompt_cache import PromptCache
+    from localserve.engine.batching.scheduler import Scheduler
 
     backend_opts = LlamaCppOptions(
         n_slots=s.parallel,
@@ -159,7 +159,7 @@ def _estimate_onnx(ref: ModelRef, s: Settings) -> LayeredEstimate:
 def _load_onnx(s: Settings, load: m.Load) -> Built:
     ref = load.model
     from localserve.backends.onnx_genai import OnnxGenaiBackend, OnnxOptions
-    from localserve.engine.onnx_batcher import BatchPolicy, OnnxBatcher
+    from localserve.engine.batching.onnx_batcher import BatchPolicy, OnnxBatcher
 
     backend = OnnxGenaiBackend(
         ref.name,

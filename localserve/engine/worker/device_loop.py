@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from localserve.engine.batcher import Batcher
+from localserve.engine.batching.batcher import Batcher
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from localserve.backends.base import SlotBackend
-from localserve.engine.prefix import common_prefix
-from localserve.engine.prompt_cache import PromptCache
-from localserve.engine.sequence import Sequence
+from localserve.engine.batching.prefix import common_prefix
+from localserve.engine.batching.prompt_cache import PromptCache
+from localserve.engine.batching.sequence import Sequence
 
 # What one more micro-batch per step is worth in prefill tokens skipped (see _pick).
 RUN_COST_TOKENS = 256

@@ -11,7 +11,7 @@ starts and who is in it, with a per-model policy (the BentoML / Triton knobs):
 
 Requests that arrive while a batch runs wait in our queue and form the next batch. Each step is
 one Engine step for the whole batch; every sequence's new token goes through the same
-post-processing as the GGUF scheduler's (engine/outputs.py), so a finished sequence streams its
+post-processing as the GGUF scheduler's (engine/batching/outputs.py), so a finished sequence streams its
 end at once and never waits for the batch's slowest. Where the Engine batches dynamically (a
 paged KV cache on CUDA or WebGPU), requests go to it as soon as a row is free.
 
@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from localserve.backends.base import BatchRuntime, TurnEnd, TurnEvent
-from localserve.engine.admission import AdmissionQueue, Cancellable
-from localserve.engine.outputs import Outbox, accept_token, deliver, drain, end_sequence
-from localserve.engine.sequence import Delta, Sequence, Status
+from localserve.engine.batching.admission import AdmissionQueue, Cancellable
+from localserve.engine.batching.outputs import Outbox, accept_token, deliver, drain, end_sequence
+from localserve.engine.batching.sequence import Delta, Sequence, Status
 
 log = logging.getLogger(__name__)
 

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from localserve.engine.detokenizer import IncrementalDetokenizer
+from localserve.engine.batching.detokenizer import IncrementalDetokenizer
 from localserve.ground.sampling import SamplingParams
-from localserve.engine.stops import StopMatcher
+from localserve.engine.batching.stops import StopMatcher
 
 if TYPE_CHECKING:
-    from localserve.engine.outputs import Sink
+    from localserve.engine.batching.outputs import Sink
 
 _ids = itertools.count(1)
 
@@ -39,7 +39,7 @@ class Sequence:
     """A prompt, its sampling rules, and everything generated so far.
 
     The engine thread mutates it; the request's coroutine only reads `outputs`, and cancels it
-    through its batcher (engine/admission.py). Deltas cross threads through `outputs`, filled on
+    through its batcher (engine/batching/admission.py). Deltas cross threads through `outputs`, filled on
     the event loop's own thread.
     """
 
@@ -54,7 +54,7 @@ class Sequence:
         self.prompt = prompt
         self.params = params
         self.max_new_tokens = max_new_tokens
-        # Where its deltas go (engine/outputs.py): an event loop here, or the daemon.
+        # Where its deltas go (engine/batching/outputs.py): an event loop here, or the daemon.
         self.sink = sink
         self.outputs: asyncio.Queue[Delta] = asyncio.Queue()
         self.status = Status.WAITING

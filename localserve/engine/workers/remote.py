@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from localserve.engine.outputs import Outbox
-from localserve.engine.sequence import Delta, Sequence, Status
-from localserve.engine.worker_process import WorkerProcess
+from localserve.engine.batching.outputs import Outbox
+from localserve.engine.batching.sequence import Delta, Sequence, Status
+from localserve.engine.workers.connection import WorkerProcess
 from localserve.ground import messages as m
 from localserve.ground.errors import EngineStopped
 from localserve.ground.model import ModelInfo
@@ -28,7 +28,7 @@ _jobs = itertools.count(1)
 
 
 class RemoteRunner:
-    """One model's batcher inside a worker (engine/runner.py's Runner)."""
+    """One model's batcher inside a worker (engine/workers/runner.py's Runner)."""
 
     def __init__(self, worker: WorkerProcess, info: ModelInfo, n_vocab: int) -> None:
         self.worker = worker

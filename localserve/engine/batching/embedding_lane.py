@@ -16,9 +16,9 @@ import logging
 import numpy as np
 
 from localserve.backends.base import EmbeddingBackend
-from localserve.engine.admission import AdmissionQueue
-from localserve.engine.embedding import EmbeddingInput, EmbeddingJob
-from localserve.engine.slots import Slots
+from localserve.engine.batching.admission import AdmissionQueue
+from localserve.engine.batching.embedding import EmbeddingInput, EmbeddingJob
+from localserve.engine.batching.slots import Slots
 from localserve.formats.gguf import embedding_rows
 from localserve.ground.step import StepChunk, StepPlan
 

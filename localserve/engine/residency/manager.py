@@ -19,14 +19,14 @@ from contextlib import asynccontextmanager
 from collections.abc import Sequence
 from typing import Protocol
 
-from localserve.engine.devices import find_devices
-from localserve.engine.loader import Loader
-from localserve.engine.placement import AUTO, Pin, Placement, place
-from localserve.engine.tally import ResidencyTally
-from localserve.engine.pools import MemoryPool, device_pools, summary
+from localserve.engine.residency.devices import find_devices
+from localserve.engine.residency.loader import Loader
+from localserve.engine.residency.placement import AUTO, Pin, Placement, place
+from localserve.engine.residency.tally import ResidencyTally
+from localserve.engine.residency.pools import MemoryPool, device_pools, summary
 from localserve.ground.errors import BadRequest, DoesNotFit, ModelBusy
 from localserve.ground.units import UNSET, KeepAlive, format_size
-from localserve.engine.resident import ResidentModel
+from localserve.engine.workers.resident import ResidentModel
 from localserve.ground.model import ModelRef
 from localserve.ground.settings import Settings, output_cap
 from localserve.store.library import Library
@@ -73,7 +73,7 @@ class ModelManager:
     def for_settings(cls, settings: Settings) -> ModelManager:
         """The daemon's manager (call on its event loop): the store's library, and models run
         in one engine worker process per device."""
-        from localserve.engine.worker_loader import WorkerLoader
+        from localserve.engine.workers.supervisor import WorkerLoader
 
         pools = device_pools(find_devices(), settings.memory_budget)
         log.info("memory pools: %s", summary(pools))

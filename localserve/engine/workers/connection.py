@@ -81,7 +81,7 @@ class WorkerProcess:
         ours, theirs = socket.socketpair()
         self._sock = ours
         cmd = [
-            sys.executable, "-m", "localserve.engine.worker", "--device", device,
+            sys.executable, "-m", "localserve.engine.worker.main", "--device", device,
             "--fd", str(theirs.fileno()), "--settings", msgspec.json.encode(settings).decode(),
         ]  # fmt: skip
         # Its own output goes where the daemon's does: the daemon's log.

@@ -1,7 +1,7 @@
 """One embeddings request as the engine sees it: its inputs, their pooling, and its answer.
 
 Each input is one text's tokens and becomes one vector. The inputs of a request, and of every
-concurrent request, run as sequences in the model's own batcher (`engine/embedding_lane.py`),
+concurrent request, run as sequences in the model's own batcher (`engine/batching/embedding_lane.py`),
 so they share decode calls with each other. A request's answer is one future, resolved on its
 event loop when its last input is pooled.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from localserve.engine.outputs import Sink
+    from localserve.engine.batching.outputs import Sink
 
 
 @dataclass(eq=False)
@@ -67,7 +67,7 @@ class EmbeddingJob:
     """All the inputs of one request; `result` gets one raw (unnormalized) vector per input."""
 
     inputs_tokens: list[list[int]]
-    # Where the vectors go (engine/outputs.py); its future, when the waiter is in this process.
+    # Where the vectors go (engine/batching/outputs.py); its future, when the waiter is in this process.
     sink: Sink
     result: asyncio.Future[list[np.ndarray]] | None = field(init=False)
     vectors: list[np.ndarray | None] = field(init=False)

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from localserve.backends.base import Vocabulary
-from localserve.engine.sequence import Delta, Sequence
+from localserve.engine.batching.sequence import Delta, Sequence
 
 if TYPE_CHECKING:
-    from localserve.engine.embedding import EmbeddingJob
+    from localserve.engine.batching.embedding import EmbeddingJob
 
 Outbox = list[tuple[Sequence, Delta]]
 

@@ -3,7 +3,7 @@
 Sequences join and leave between steps. Each step holds one decode token for every running
 sequence, then prefill chunks of newly admitted ones, shortest first, under a per-step token
 budget (chunked prefill), so a long prompt never stalls the streams already running. When the
-backend can embed, embedding inputs borrow free slots too (engine/embedding_lane.py), and this
+backend can embed, embedding inputs borrow free slots too (engine/batching/embedding_lane.py), and this
 scheduler decides whose turn it is: embedding and generation steps take turns.
 """
 
@@ -14,13 +14,13 @@ import time
 from typing import Callable
 
 from localserve.backends.base import EmbeddingBackend, SlotBackend
-from localserve.engine.admission import AdmissionQueue, Cancellable
-from localserve.engine.embedding import EmbeddingJob
-from localserve.engine.embedding_lane import EmbeddingLane
-from localserve.engine.outputs import Outbox, accept_token, deliver, end_sequence
-from localserve.engine.prompt_cache import PromptCache
-from localserve.engine.sequence import Delta, Sequence, Status
-from localserve.engine.slots import Slots
+from localserve.engine.batching.admission import AdmissionQueue, Cancellable
+from localserve.engine.batching.embedding import EmbeddingJob
+from localserve.engine.batching.embedding_lane import EmbeddingLane
+from localserve.engine.batching.outputs import Outbox, accept_token, deliver, end_sequence
+from localserve.engine.batching.prompt_cache import PromptCache
+from localserve.engine.batching.sequence import Delta, Sequence, Status
+from localserve.engine.batching.slots import Slots
 from localserve.ground.errors import BadRequest
 from localserve.ground.step import StepChunk, StepPlan
 

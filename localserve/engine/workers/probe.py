@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import replace
 
-from localserve.engine.worker_process import WorkerProcess, worker_env
+from localserve.engine.workers.connection import WorkerProcess, worker_env
 from localserve.ground import messages as m
 from localserve.ground.errors import EngineStopped
 from localserve.ground.model import ModelRef

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import count
 
-from localserve.engine.prefix import common_prefix
+from localserve.engine.batching.prefix import common_prefix
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ and give their memory back, and the next load starts a new worker after a bounde
 worker that dies twice at the same point (the same models, soon after it started) is not
 restarted in a loop: the device is marked failed, with the reason, for /health and `status`.
 
-Before a device's first load, the probe (engine/probe.py) finds which llama.cpp configuration
+Before a device's first load, the probe (engine/workers/probe.py) finds which llama.cpp configuration
 survives a decode there, once per build and CPU.
 """
 
@@ -24,12 +24,12 @@ from typing import Any
 
 import msgspec
 
-from localserve.engine.loader import LostModels, layered_estimate
-from localserve.engine.placement import Placement
-from localserve.engine.probe import extra_bufts_verdict
-from localserve.engine.remote import RemoteRunner
-from localserve.engine.resident import ResidentModel
-from localserve.engine.worker_process import WorkerProcess, worker_env
+from localserve.engine.residency.loader import LostModels, layered_estimate
+from localserve.engine.residency.placement import Placement
+from localserve.engine.workers.probe import extra_bufts_verdict
+from localserve.engine.workers.remote import RemoteRunner
+from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.workers.connection import WorkerProcess, worker_env
 from localserve.formats.offload import LayeredEstimate
 from localserve.ground import messages as m
 from localserve.ground.errors import EngineStopped

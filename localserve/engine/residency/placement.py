@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from localserve.engine.pools import CPU, MemoryPool
+from localserve.engine.residency.pools import CPU, MemoryPool
 from localserve.formats import MemoryEstimate
 from localserve.formats.offload import LayeredEstimate
 from localserve.ground.errors import BadRequest

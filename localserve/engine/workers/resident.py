@@ -1,5 +1,5 @@
 """A model that is loaded and servable: its facts, its chat template, and the runner it
-generates and embeds on (engine/runner.py)."""
+generates and embeds on (engine/workers/runner.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from localserve.engine.chat_template import ChatTemplate
-from localserve.engine.placement import Placement
-from localserve.engine.runner import Runner
-from localserve.engine.sequence import Sequence, Status
+from localserve.engine.workers.chat_template import ChatTemplate
+from localserve.engine.residency.placement import Placement
+from localserve.engine.workers.runner import Runner
+from localserve.engine.batching.sequence import Sequence, Status
 from localserve.ground.errors import BadRequest
 from localserve.ground.model import ModelInfo
 from localserve.ground.sampling import SamplingParams

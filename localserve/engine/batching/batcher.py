@@ -2,16 +2,16 @@
 
 The GGUF backend's batcher is the continuous `Scheduler`; a backend whose runtime batches
 differently (onnxruntime-genai's static generator batches) brings its own, behind this surface.
-Every batcher admits through an `AdmissionQueue` (engine/admission.py) and cancels alike.
+Every batcher admits through an `AdmissionQueue` (engine/batching/admission.py) and cancels alike.
 """
 
 from __future__ import annotations
 
 from typing import Callable, Protocol, Sized, runtime_checkable
 
-from localserve.engine.admission import Cancellable
-from localserve.engine.embedding import EmbeddingJob
-from localserve.engine.sequence import Sequence
+from localserve.engine.batching.admission import Cancellable
+from localserve.engine.batching.embedding import EmbeddingJob
+from localserve.engine.batching.sequence import Sequence
 
 
 class Batcher(Protocol):

@@ -1,7 +1,7 @@
 """What a resident model runs on: the seam between a request and the model's batcher.
 
 A `ResidentModel` hands tokenizing, generating and embedding to its `Runner`. `RemoteRunner`
-(engine/remote.py) is the daemon's: the model lives in its device's engine worker, and every
+(engine/workers/remote.py) is the daemon's: the model lives in its device's engine worker, and every
 call crosses the worker's socket. `LocalRunner` is a batcher in this process, as the unit tests
 drive it (tests/fakes.py).
 """
@@ -14,10 +14,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from localserve.backends.base import Vocabulary
-from localserve.engine.batcher import Batcher, Embedder
-from localserve.engine.embedding import EmbeddingJob
-from localserve.engine.outputs import LoopSink
-from localserve.engine.sequence import Sequence
+from localserve.engine.batching.batcher import Batcher, Embedder
+from localserve.engine.batching.embedding import EmbeddingJob
+from localserve.engine.batching.outputs import LoopSink
+from localserve.engine.batching.sequence import Sequence
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import SamplingParams
 
