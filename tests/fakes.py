@@ -20,8 +20,11 @@ from localserve.engine.residency.placement import Placement
 from localserve.engine.residency.pools import MemoryPool
 from localserve.formats.offload import LayeredEstimate, unsplit
 from localserve.engine.workers.resident import ResidentModel
-from localserve.engine.workers.runner import LocalRunner
-from localserve.ground.errors import ModelNotFound
+from localserve.engine.batching.batcher import Batcher, Embedder
+from localserve.engine.batching.embedding import EmbeddingJob
+from localserve.engine.batching.sequence import Sequence
+from localserve.engine.workers.stream import RequestStream
+from localserve.ground.errors import BadRequest, ModelNotFound
 from localserve.ground.model import ModelInfo, ModelRef
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.settings import Settings
@@ -174,6 +177,58 @@ class FakeBatcher:
 
     def step(self) -> None:
         pass
+
+
+class LocalRunner:
+    """A batcher in the test's own process, as a resident model's runner (the daemon's is
+    RemoteRunner): a submit queues a worker `Sequence` and gives its `RequestStream`; nothing
+    steps the batcher unless a test does."""
+
+    def __init__(self, vocab: Any, batcher: Batcher) -> None:
+        self.vocab = vocab
+        self.batcher = batcher
+        self.sequences: dict[int, Sequence] = {}
+
+    @property
+    def n_vocab(self) -> int:
+        return int(self.vocab.n_vocab)
+
+    @property
+    def busy(self) -> int:
+        return self.batcher.busy
+
+    def tokenize(self, texts: list[str], add_special: bool) -> list[list[int]]:
+        return [self.vocab.tokenize(t, add_special) for t in texts]
+
+    async def start(self, prompt: list[int] | str, params: SamplingParams, prompt_field: str,
+                    add_special: bool = False, want_tokens: bool = False) -> RequestStream:  # fmt: skip
+        tokens = prompt if isinstance(prompt, list) else self.vocab.tokenize(prompt, add_special)
+        room = self.vocab.info.n_ctx_slot - len(tokens)
+        cap = room if params.max_tokens is None else min(params.max_tokens, room)
+        stream, seq = RequestStream(params), Sequence(tokens, params, max(1, cap))
+        seq.id = stream.id
+        self.batcher.submit(seq, prompt_field)
+        self.sequences[seq.id] = seq
+        stream.prompt, stream.prompt_tokens = tokens, len(tokens)
+        return stream
+
+    def cancel(self, stream: RequestStream) -> None:
+        seq = self.sequences.pop(stream.id, None)
+        if seq is not None:
+            self.batcher.cancel(seq)
+
+    async def embed(self, model: str, inputs: list[list[int]]) -> list[np.ndarray]:
+        if not isinstance(self.batcher, Embedder):
+            raise BadRequest(f"model '{model}' does not support embeddings", "model")
+        job = EmbeddingJob(inputs)
+        self.batcher.submit_embedding(job)
+        while not job.complete:
+            self.batcher.step()
+        return [v for v in job.vectors if v is not None]
+
+    def stats(self) -> dict[str, Any]:
+        return {"queued": len(self.batcher.waiting), "running": len(self.batcher.running),
+                "prompt_cache": None}
 
 
 class FakeLibrary:

@@ -10,7 +10,6 @@ import pytest
 
 from fakes import FakeBackend
 
-from localserve.engine.batching.outputs import LoopSink
 from localserve.engine.batching.embedding import EmbeddingJob
 from localserve.engine.batching.scheduler import Scheduler
 from localserve.engine.batching.sequence import Sequence, Status
@@ -25,7 +24,7 @@ def loop() -> asyncio.AbstractEventLoop:
 
 
 def make_seq(loop: asyncio.AbstractEventLoop, n_prompt: int = 2) -> Sequence:
-    return Sequence([1] * n_prompt, SamplingParams(temperature=0), 100, LoopSink(loop))
+    return Sequence([1] * n_prompt, SamplingParams(temperature=0), 100)
 
 
 def test_a_cancelled_waiting_sequence_leaves_the_queue_at_once(loop) -> None:
@@ -50,7 +49,7 @@ def test_a_cancelled_running_sequence_frees_its_slot_at_the_next_step(loop) -> N
 
 def test_a_cancelled_embedding_job_frees_its_slots_at_the_next_step(loop) -> None:
     sched = Scheduler(FakeBackend(n_slots=2), step_tokens=2)
-    job = EmbeddingJob([[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6], [1]], LoopSink(loop))
+    job = EmbeddingJob([[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6], [1]])
     sched.submit_embedding(job)
     sched.step()  # two inputs run, the third waits
     sched.cancel(job)
@@ -68,7 +67,7 @@ def test_cancelling_sets_the_request_flag_and_wakes_the_engine_loop(loop, kind: 
         request: Sequence | EmbeddingJob = make_seq(loop)
         sched.submit(request)
     else:
-        request = EmbeddingJob([[1, 2]], LoopSink(loop))
+        request = EmbeddingJob([[1, 2]])
         sched.submit_embedding(request)
     woken = len(wakes)
     sched.cancel(request)

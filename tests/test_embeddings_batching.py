@@ -13,9 +13,9 @@ import pytest
 
 from fakes import WIDTH, FakeBackend
 
-from localserve.engine.batching.outputs import LoopSink
-from localserve.engine.workers.runner import LocalRunner
-from localserve.engine.batching.embedding import EmbeddingJob, normalize, shorten
+from fakes import LocalRunner
+from localserve.engine.batching.embedding import EmbeddingJob
+from localserve.server.embeddings_api import normalize, shorten
 from localserve.engine.workers.resident import ResidentModel
 from localserve.engine.batching.scheduler import Scheduler
 from localserve.engine.batching.sequence import Sequence
@@ -39,10 +39,13 @@ def loop() -> asyncio.AbstractEventLoop:
 
 
 def run_until_done(sched: Scheduler, loop: asyncio.AbstractEventLoop, *jobs: EmbeddingJob):
+    """Step until the jobs are done; the vectors of each, as the steps that finished it said."""
+    done: dict[int, list] = {}
     while sched.has_work():
-        sched.step()
-    loop.run_until_complete(asyncio.sleep(0))  # let the resolving callbacks run
-    return [job.result.result() for job in jobs]
+        for job, error in sched.step().embedded:
+            assert error is None
+            done[id(job)] = list(job.vectors)
+    return [done[id(job)] for job in jobs]
 
 
 def embed_calls(backend: FakeBackend) -> list[StepPlan]:
@@ -52,8 +55,8 @@ def embed_calls(backend: FakeBackend) -> list[StepPlan]:
 def test_inputs_of_one_request_and_of_concurrent_requests_share_one_decode(loop) -> None:
     backend = FakeBackend(n_slots=4)
     sched = Scheduler(backend, step_tokens=64)
-    first = EmbeddingJob([[2, 4], [6]], LoopSink(loop))
-    second = EmbeddingJob([[8, 8, 8]], LoopSink(loop))
+    first = EmbeddingJob([[2, 4], [6]])
+    second = EmbeddingJob([[8, 8, 8]])
     sched.submit_embedding(first)
     sched.submit_embedding(second)
     a, b = run_until_done(sched, loop, first, second)
@@ -65,7 +68,7 @@ def test_inputs_of_one_request_and_of_concurrent_requests_share_one_decode(loop)
 def test_an_input_longer_than_an_embedding_step_continues_in_the_next_one(loop) -> None:
     backend = FakeBackend(n_slots=2)
     sched = Scheduler(backend, step_tokens=4)  # 4 rows per embedding step
-    job = EmbeddingJob([[1, 2, 3, 4, 5, 6, 7, 8, 9]], LoopSink(loop))
+    job = EmbeddingJob([[1, 2, 3, 4, 5, 6, 7, 8, 9]])
     sched.submit_embedding(job)
     (vectors,) = run_until_done(sched, loop, job)
     plans = embed_calls(backend)
@@ -78,7 +81,7 @@ def test_the_model_pooling_type_chooses_the_row(loop, pooling: str, expected: in
     backend = FakeBackend(n_slots=1)
     backend.pooling = pooling
     sched = Scheduler(backend, step_tokens=4)
-    job = EmbeddingJob([[1, 2, 3, 4, 5, 6, 7, 8, 9]], LoopSink(loop))
+    job = EmbeddingJob([[1, 2, 3, 4, 5, 6, 7, 8, 9]])
     sched.submit_embedding(job)
     (vectors,) = run_until_done(sched, loop, job)
     assert vectors[0].tolist() == [expected] * WIDTH
@@ -88,7 +91,7 @@ def test_chunks_of_an_embedding_step_are_in_ascending_slot_order(loop) -> None:
     backend = FakeBackend(n_slots=4)
     sched = Scheduler(backend, step_tokens=64)
     sched.slots.free = [2, 0, 3, 1]
-    job = EmbeddingJob([[1], [2], [3], [4]], LoopSink(loop))
+    job = EmbeddingJob([[1], [2], [3], [4]])
     sched.submit_embedding(job)
     run_until_done(sched, loop, job)
     (plan,) = embed_calls(backend)
@@ -98,7 +101,7 @@ def test_chunks_of_an_embedding_step_are_in_ascending_slot_order(loop) -> None:
 def test_more_inputs_than_slots_wait_for_slots_and_all_come_back_in_order(loop) -> None:
     backend = FakeBackend(n_slots=2)
     sched = Scheduler(backend, step_tokens=64)
-    job = EmbeddingJob([[i] for i in range(1, 6)], LoopSink(loop))
+    job = EmbeddingJob([[i] for i in range(1, 6)])
     sched.submit_embedding(job)
     (vectors,) = run_until_done(sched, loop, job)
     assert [v[0] for v in vectors] == [1, 2, 3, 4, 5]
@@ -109,7 +112,7 @@ def test_more_inputs_than_slots_wait_for_slots_and_all_come_back_in_order(loop) 
 def test_a_slot_returned_by_an_embedding_holds_its_tokens_for_prefix_reuse(loop) -> None:
     backend = FakeBackend(n_slots=1)
     sched = Scheduler(backend, step_tokens=64)
-    job = EmbeddingJob([[5, 6, 7]], LoopSink(loop))
+    job = EmbeddingJob([[5, 6, 7]])
     sched.submit_embedding(job)
     run_until_done(sched, loop, job)
     assert sched.slots.tokens[0] == [5, 6, 7]
@@ -118,8 +121,8 @@ def test_a_slot_returned_by_an_embedding_holds_its_tokens_for_prefix_reuse(loop)
 def test_embedding_and_generation_steps_take_turns(loop) -> None:
     backend = FakeBackend(n_slots=4)
     sched = Scheduler(backend, step_tokens=2)
-    sched.submit(Sequence([1], SamplingParams(temperature=0), 5, LoopSink(loop)))
-    sched.submit_embedding(EmbeddingJob([[1, 2, 3, 4, 5, 6]], LoopSink(loop)))
+    sched.submit(Sequence([1], SamplingParams(temperature=0), 5))
+    sched.submit_embedding(EmbeddingJob([[1, 2, 3, 4, 5, 6]]))
     for _ in range(4):
         sched.step()
     assert [kind for kind, _ in backend.calls] == ["generate", "embed", "generate", "embed"]
@@ -128,13 +131,13 @@ def test_embedding_and_generation_steps_take_turns(loop) -> None:
 def test_an_input_longer_than_a_slot_context_is_refused_at_once(loop) -> None:
     sched = Scheduler(FakeBackend(n_ctx=8), step_tokens=64)
     with pytest.raises(ContextOverflow):
-        sched.submit_embedding(EmbeddingJob([[1] * 9], LoopSink(loop)))
+        sched.submit_embedding(EmbeddingJob([[1] * 9]))
 
 
 def test_a_backend_that_cannot_embed_answers_a_clear_bad_request(loop) -> None:
     sched = Scheduler(GenerateOnlyBackend(), step_tokens=64)
     with pytest.raises(BadRequest, match="model 'fake' does not support embeddings"):
-        sched.submit_embedding(EmbeddingJob([[1]], LoopSink(loop)))
+        sched.submit_embedding(EmbeddingJob([[1]]))
 
 
 def test_a_batcher_without_embeddings_answers_a_clear_bad_request(loop) -> None:

@@ -114,3 +114,23 @@ def test_no_metrics_turns_the_endpoint_off() -> None:
         response = httpx.get(f"{url}/metrics", timeout=30)
         assert response.status_code == 404
         assert "error" in response.json()
+
+
+@pytest.mark.parametrize("face", ["openai", "anthropic", "responses"])
+def test_a_chat_request_is_one_round_trip_to_its_worker_before_its_first_step(url, face) -> None:
+    """The worker tokenizes the rendered prompt as it queues it: one Submit, no Tokenize."""
+    ai = openai.OpenAI(base_url=f"{url}/v1", api_key="none", timeout=CLIENT_TIMEOUT_S)
+    ai.chat.completions.create(model="smollm2", messages=ASK, max_tokens=1)  # loaded, warm
+    before = scrape(url)
+    if face == "openai":
+        ai.chat.completions.create(model="smollm2", messages=ASK, max_tokens=2)
+    elif face == "responses":
+        ai.responses.create(model="smollm2", input=ASK[0]["content"], max_output_tokens=2)
+    else:
+        httpx.post(f"{url}/v1/messages", timeout=CLIENT_TIMEOUT_S, json={
+            "model": "smollm2", "messages": ASK, "max_tokens": 2}).raise_for_status()  # fmt: skip
+    after = scrape(url)
+    sent = {kind: value(after, "localserve_worker_messages_total", device="cpu", kind=kind)
+            - value(before, "localserve_worker_messages_total", device="cpu", kind=kind)
+            for kind in ("Submit", "Tokenize", "Cancel", "Stats")}  # fmt: skip
+    assert sent == {"Submit": 1, "Tokenize": 0, "Cancel": 0, "Stats": 0}

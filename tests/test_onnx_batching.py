@@ -14,7 +14,6 @@ import pytest
 
 from fakes import TOKEN, FakeRuntime
 
-from localserve.engine.batching.outputs import LoopSink
 from localserve.engine.batching.onnx_batcher import BatchPolicy, OnnxBatcher
 from localserve.engine.batching.sequence import Sequence, Status
 from localserve.ground.errors import QueueFull
@@ -37,7 +36,7 @@ def make(policy: BatchPolicy) -> tuple[OnnxBatcher, FakeRuntime, list[int]]:
 
 
 def seq(loop, max_tokens: int = 4) -> Sequence:
-    return Sequence([1, 2, 3], SamplingParams(temperature=0), max_tokens, LoopSink(loop))
+    return Sequence([1, 2, 3], SamplingParams(temperature=0), max_tokens)
 
 
 def test_a_full_batch_starts_at_once(loop) -> None:
@@ -87,7 +86,7 @@ def test_a_finished_sequence_ends_at_once_while_its_batch_runs_on(loop) -> None:
 
 def test_a_stop_string_ends_the_sequence_and_cancels_its_row(loop) -> None:
     batcher, runtime, _ = make(BatchPolicy(max_batch_size=2, max_queue_delay_ms=0, max_waiting=64))
-    stopped = Sequence([1], SamplingParams(temperature=0, stop=("xx",)), 10, LoopSink(loop))
+    stopped = Sequence([1], SamplingParams(temperature=0, stop=("xx",)), 10)
     batcher.submit(stopped)
     batcher.step()
     batcher.step()

@@ -8,7 +8,6 @@ import pytest
 
 from fakes import TOKEN, FakeBackend
 
-from localserve.engine.batching.outputs import LoopSink
 from localserve.engine.batching.scheduler import MAX_DEFERRALS, PREFILL_TOKENS_WHILE_DECODING, Scheduler
 from localserve.engine.batching.sequence import Sequence
 from localserve.ground.errors import ContextOverflow, QueueFull
@@ -23,7 +22,7 @@ def loop() -> asyncio.AbstractEventLoop:
 
 
 def make_seq(loop: asyncio.AbstractEventLoop, n_prompt: int, max_new: int = 100) -> Sequence:
-    return Sequence([1] * n_prompt, SamplingParams(temperature=0), max_new, LoopSink(loop))
+    return Sequence([1] * n_prompt, SamplingParams(temperature=0), max_new)
 
 
 def test_running_sequences_decode_while_a_long_prompt_prefills_in_chunks(loop) -> None:
@@ -85,11 +84,11 @@ def test_prompt_as_long_as_the_slot_context_is_refused(loop) -> None:
 def test_prompt_sharing_a_prefix_goes_to_the_slot_holding_it_and_skips_that_prefill(loop) -> None:
     backend = FakeBackend(n_slots=2, n_ctx=256)
     sched = Scheduler(backend)
-    first = Sequence([5, 6, 7, 8], SamplingParams(temperature=0), 1, LoopSink(loop))
+    first = Sequence([5, 6, 7, 8], SamplingParams(temperature=0), 1)
     sched.submit(first)
     sched.step()
     first_slot = sched.slots.tokens.index([5, 6, 7, 8])
-    follow_up = Sequence([5, 6, 7, 8, 9, 10], SamplingParams(temperature=0), 1, LoopSink(loop))
+    follow_up = Sequence([5, 6, 7, 8, 9, 10], SamplingParams(temperature=0), 1)
     sched.submit(follow_up)
     sched.step()
     last = backend.plans[-1].chunks[0]
@@ -101,7 +100,7 @@ def test_repeated_prompt_reruns_only_its_last_token(loop) -> None:
     backend = FakeBackend(n_slots=1, n_ctx=256)
     sched = Scheduler(backend)
     for _ in range(2):
-        sched.submit(Sequence([5, 6, 7], SamplingParams(temperature=0), 1, LoopSink(loop)))
+        sched.submit(Sequence([5, 6, 7], SamplingParams(temperature=0), 1))
         sched.step()
     assert backend.plans[-1].chunks[0].tokens == [7]
     assert (0, 2) in backend.trims
@@ -117,10 +116,10 @@ def test_sequence_that_fails_to_start_gets_an_error_and_gives_its_slot_back(loop
     sched = Scheduler(backend)
     seq = make_seq(loop, 2)
     sched.submit(seq)
-    sched.step()
+    result = sched.step()
     assert seq.finish_reason == "error" and sched.slots.free == [0]
-    loop.run_until_complete(asyncio.sleep(0))
-    assert seq.outputs.get_nowait().error == "no sampler for you"
+    assert result.outputs == [(seq, result.outputs[0][1])]
+    assert result.outputs[0][1].error == "no sampler for you"
 
 
 def test_step_lists_slots_in_ascending_order(loop) -> None:

@@ -24,15 +24,13 @@ from typing import Any
 
 from localserve.backends.base import TurnEnd, TurnEvent
 from localserve.ground.model import ModelInfo
-from localserve.formats.onnx import OnnxFolder, read_folder
+from localserve.formats.onnx import PROVIDER_ENV, OnnxFolder, available, read_folder
 from localserve.backends.onnx_vocab import load_token_bytes
 from localserve.ground.errors import LoadFailed
 from localserve.ground.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
 
-# Environment override of the provider choice: cpu, cuda, dml, webgpu, ... ("auto" by default).
-PROVIDER_ENV = "LOCALSERVE_ONNX_PROVIDER"
 # Providers whose onnxruntime-genai Engine has a paged KV cache (continuous batching).
 PAGED_PROVIDERS = ("cuda", "webgpu")
 
@@ -47,24 +45,6 @@ class OnnxOptions:
     provider: str = "auto"
 
 
-def _available(provider: str) -> bool:
-    import onnxruntime_genai as og
-
-    probes = {
-        "cpu": lambda: True,
-        "cuda": og.is_cuda_available,
-        "dml": og.is_dml_available,
-        "webgpu": og.is_webgpu_available,
-        "qnn": og.is_qnn_available,
-        "openvino": og.is_openvino_available,
-    }
-    probe = probes.get(provider.lower())
-    try:
-        return bool(probe()) if probe else False
-    except Exception:  # a probe that cannot even ask the runtime means no
-        return False
-
-
 def choose_provider(folder: OnnxFolder, requested: str = "auto") -> str:
     """The provider asked for (argument, then environment), else the one the model was built for.
 
@@ -74,20 +54,13 @@ def choose_provider(folder: OnnxFolder, requested: str = "auto") -> str:
     wanted = (os.environ.get(PROVIDER_ENV) or requested or "auto").lower()
     if wanted == "auto":
         wanted = folder.built_for
-    if wanted != "cpu" and not _available(wanted):
+    if wanted != "cpu" and not available(wanted):
         log.warning(
             "%s: execution provider '%s' is not available here; running on the CPU",
             folder.path.name, wanted,
         )
         return "cpu"
     return wanted
-
-
-def provider_for_estimate(folder: OnnxFolder, requested: str = "auto") -> str:
-    """The provider a load will pick, without logging (the estimate runs before the load)."""
-    wanted = (os.environ.get(PROVIDER_ENV) or requested or "auto").lower()
-    wanted = folder.built_for if wanted == "auto" else wanted
-    return wanted if wanted == "cpu" or _available(wanted) else "cpu"
 
 
 class OnnxGenaiBackend:

@@ -14,6 +14,7 @@ graph's I/O type (float32 for models exported for the CPU, float16 for GPU expor
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -192,3 +193,35 @@ def estimate_onnx(
     scores = max_batch_size * folder.n_head * prefill * prefill * F32
     logits = max_batch_size * folder.n_vocab * F32
     return MemoryEstimate(folder.weights_bytes, kv, activations + scores + logits)
+
+
+# -- which execution provider a folder runs on -------------------------------------------------
+
+# Environment override of the provider choice: cpu, cuda, dml, webgpu, ... ("auto" by default).
+PROVIDER_ENV = "LOCALSERVE_ONNX_PROVIDER"
+
+
+def available(provider: str) -> bool:
+    """Whether onnxruntime-genai, as installed, runs this execution provider here."""
+    import onnxruntime_genai as og
+
+    probes = {
+        "cpu": lambda: True,
+        "cuda": og.is_cuda_available,
+        "dml": og.is_dml_available,
+        "webgpu": og.is_webgpu_available,
+        "qnn": og.is_qnn_available,
+        "openvino": og.is_openvino_available,
+    }
+    probe = probes.get(provider.lower())
+    try:
+        return bool(probe()) if probe else False
+    except Exception:  # a probe that cannot even ask the runtime means no
+        return False
+
+
+def provider_for_estimate(folder: OnnxFolder, requested: str = "auto") -> str:
+    """The provider a load will pick, without logging (the estimate runs before the load)."""
+    wanted = (os.environ.get(PROVIDER_ENV) or requested or "auto").lower()
+    wanted = folder.built_for if wanted == "auto" else wanted
+    return wanted if wanted == "cpu" or available(wanted) else "cpu"

@@ -55,15 +55,26 @@ class Tokenize(msgspec.Struct, tag=True):
 
 
 class Submit(msgspec.Struct, tag=True):
-    """A generation: the worker queues it, or refuses it at once (context, queue bound)."""
+    """A generation: the worker tokenizes `text` (unless `prompt` holds its tokens), caps the
+    answer at what the slot's context leaves, and queues it, or refuses it at once (an empty
+    prompt, the context, the queue bound): one round trip before the first step."""
 
     ref: int
     model: str
     seq: int
-    prompt: list[int]
-    params: SamplingParams
-    max_new_tokens: int
+    params: SamplingParams  # its max_tokens already the request's or the settings' cap
     prompt_field: str
+    prompt: list[int] = []
+    text: str = ""
+    add_special: bool = False  # tokenizing `text`: add the model's BOS
+    want_tokens: bool = False  # answer with the tokens of `text`, not only their count
+
+
+class Submitted(msgspec.Struct):
+    """A Submit's answer: the prompt's length, and its tokens when they were asked for."""
+
+    prompt_tokens: int
+    tokens: list[int] = []
 
 
 class Embed(msgspec.Struct, tag=True):

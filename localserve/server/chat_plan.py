@@ -36,6 +36,12 @@ class ChatPlan:
         return thinks(self.model.info.chat_template)
 
     async def encode(self, messages: list[dict[str, Any]]) -> list[int]:
+        """The prompt's tokens (a trip to the worker: for what needs them before the submit,
+        Ollama's window and count_tokens)."""
+        return await self.model.encode_rendered(self.render(messages))
+
+    def render(self, messages: list[dict[str, Any]]) -> str:
+        """The prompt as the model's template writes it, with the tools and the thinking."""
         fmt = self.format
         messages = tool_calls.history(messages, fmt)
         variables = dict(self.variables)
@@ -48,7 +54,7 @@ class ChatPlan:
             variables["enable_thinking"] = self.think
         text = self.model.render_chat(messages, **variables)
         self.thinking_open = self.thinks and text.rstrip().endswith(THINK_OPEN)
-        return await self.model.encode_rendered(text)
+        return text
 
     def constrain(self, params: SamplingParams) -> SamplingParams:
         """The sampling params with the tool calls' grammar, when tools may be called."""

@@ -19,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from localserve.engine.workers.resident import ResidentModel
-from localserve.engine.batching.sequence import Sequence
+from localserve.engine.workers.stream import RequestStream
 from localserve.ground.errors import BadRequest, EngineError
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.units import UNSET, KeepAlive
@@ -60,8 +60,8 @@ class Turn:
     request's own grammar and what is left of its cap.
     """
 
-    def __init__(self, model: ResidentModel, seq: Sequence, parser: AnswerParser,
-                 answer: Callable[[Sequence], Awaitable[Sequence | None]] | None = None) -> None:
+    def __init__(self, model: ResidentModel, seq: RequestStream, parser: AnswerParser,
+                 answer: Callable[[RequestStream], Awaitable[RequestStream | None]] | None = None) -> None:
         self.model = model
         self.first = self.seq = seq
         self.parser = parser
@@ -136,22 +136,23 @@ async def chat_turn(request: web.Request, ask: ChatAsk) -> AsyncIterator[Turn]:
     async with request.app[MANAGER].acquire(ask.model, ask.keep_alive) as model:
         check_room(model, ask.params)
         plan = plan_for(model, ask)
-        tokens = await plan.encode(ask.messages)
+        text = plan.render(ask.messages)
         params = plan.constrain(ask.params)
         budget = ask.thinking_budget if plan.think and plan.thinking_open else None
         async with AsyncExitStack() as stack:
-            if budget is None:
+            if budget is None:  # one round trip: the worker tokenizes, checks and queues
                 seq = await stack.enter_async_context(
-                    request_log.generation(request, model, tokens, params, "messages"))
+                    request_log.generation(request, model, text, params, "messages"))
                 yield Turn(model, seq, plan.parser())
                 return
             answer_params, cap = params, model.output_cap(params)
             thinking = replace(params, grammar=None, stop=(*params.stop, THINK_CLOSE),
                                max_tokens=budget if cap is None else min(budget, cap))
-            seq = await stack.enter_async_context(
-                request_log.generation(request, model, tokens, thinking, "messages"))
+            # The answer after the thinking is queued with the prompt's tokens: ask for them.
+            seq = await stack.enter_async_context(request_log.generation(
+                request, model, text, thinking, "messages", want_tokens=True))  # fmt: skip
 
-            async def answer(done: Sequence) -> Sequence | None:
+            async def answer(done: RequestStream) -> RequestStream | None:
                 ended = done.finish_reason == "length" or done.stop_sequence == THINK_CLOSE
                 left = None if cap is None else cap - done.completion_tokens
                 if not ended or (left is not None and left <= 0):
@@ -160,7 +161,7 @@ async def chat_turn(request: web.Request, ask: ChatAsk) -> AsyncIterator[Turn]:
                     THINK_CLOSE)  # fmt: skip
                 rest = replace(answer_params, max_tokens=left)
                 return await stack.enter_async_context(model.generation(
-                    [*tokens, *done.generated, *close], rest, "messages"))  # fmt: skip
+                    [*done.prompt, *done.generated, *close], rest, "messages"))  # fmt: skip
 
             yield Turn(model, seq, plan.parser(), answer)
 

@@ -13,19 +13,33 @@ in their wire shapes and in two rules:
 from __future__ import annotations
 
 import base64
+import math
 import time
 from typing import Any
 
 import numpy as np
 from aiohttp import web
 
-from localserve.engine.batching.embedding import normalize, shorten
 from localserve.ground.errors import BadRequest, ContextOverflow
 from localserve.engine.workers.resident import ResidentModel
 from localserve.server import validation as v
 from localserve.server.ollama_options import window
 from localserve.server.requests import keep_alive, model_name, read_json
 from localserve.server.state import MANAGER
+
+
+# Normalization is the face's business: the engine returns raw pooled vectors.
+def normalize(vec: np.ndarray) -> np.ndarray:
+    """Unit length (L2), as Ollama's /api/embed and OpenAI return; a zero vector stays zero."""
+    norm = float(np.linalg.norm(vec))
+    return vec / norm if norm > 0 and math.isfinite(norm) else vec
+
+
+def shorten(vec: np.ndarray, dimensions: int | None) -> np.ndarray:
+    """The first `dimensions` components, renormalized, as `dimensions` asks of both faces."""
+    if dimensions is None or dimensions >= len(vec):
+        return vec
+    return normalize(vec[:dimensions])
 
 
 def _texts(value: Any, field: str) -> list[str]:

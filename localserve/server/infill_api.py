@@ -27,7 +27,7 @@ from typing import Any
 from aiohttp import web
 
 from localserve.engine.workers.resident import ResidentModel
-from localserve.engine.batching.sequence import Sequence
+from localserve.engine.workers.stream import RequestStream
 from localserve.ground.errors import BadRequest, EngineError
 from localserve.ground.sampling import SamplingParams
 from localserve.server import fim, request_log
@@ -202,7 +202,7 @@ class _Answer:
     """One fill's answer in llama.cpp's shape, whole or as a stream of events."""
 
     def __init__(
-        self, model: ResidentModel, seq: Sequence, params: SamplingParams, truncated: bool,
+        self, model: ResidentModel, seq: RequestStream, params: SamplingParams, truncated: bool,
         n_predict: int | None, fields: list[str] | None,
     ) -> None:  # fmt: skip
         self.model, self.seq, self.params = model, seq, params
@@ -249,12 +249,11 @@ class _Answer:
         return response
 
     def _final(self, content: str) -> dict[str, Any]:
-        seq, now = self.seq, time.monotonic()
-        end = seq.finished_at or now
-        first = seq.first_token_at or end
+        seq, timings = self.seq, self.seq.timings()
         predicted = 0 if self.prefill_only else seq.completion_tokens
         prompt_n = seq.prompt_tokens - seq.cached_tokens
-        prompt_ms, predicted_ms = (first - seq.created_at) * 1e3, (end - first) * 1e3
+        prompt_s = timings.ttft_s if timings.ttft_s is not None else timings.total_s
+        prompt_ms, predicted_ms = prompt_s * 1e3, timings.decode_s * 1e3
         return self._filter({
             "index": 0, "content": content, "stop": True, "model": self.model.name,
             "tokens_predicted": predicted, "tokens_evaluated": seq.prompt_tokens,
@@ -265,7 +264,7 @@ class _Answer:
                 "stop": list(self.params.stop),
             },
             "has_new_line": "\n" in content, "truncated": self.truncated,
-            "stop_type": self._stop_type(), "stopping_word": "",
+            "stop_type": self._stop_type(), "stopping_word": seq.stop_sequence or "",
             "tokens_cached": seq.cached_tokens,
             "timings": {
                 "cache_n": seq.cached_tokens, "prompt_n": prompt_n, "prompt_ms": prompt_ms,
@@ -280,7 +279,7 @@ class _Answer:
     def _stop_type(self) -> str:
         if self.cut or self.prefill_only or self.seq.finish_reason == "length":
             return "limit"
-        return "word" if self.params.stop else "eos"
+        return "word" if self.seq.stop_sequence is not None else "eos"
 
     def _filter(self, answer: dict[str, Any]) -> dict[str, Any]:
         """llama.cpp's `response_fields`: only the fields named ("timings/prompt_n" reaches

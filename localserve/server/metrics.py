@@ -66,12 +66,12 @@ class Metrics:
         self.prompt_tokens.labels(model).inc(seq.prompt_tokens)
         self.cached_tokens.labels(model).inc(seq.cached_tokens)
         self.generated_tokens.labels(model).inc(seq.completion_tokens)
-        self.queue_wait.labels(model).observe(seq.queued_s)
-        if seq.first_token_at is not None:
-            self.ttft.labels(model).observe(seq.first_token_at - seq.created_at)
-            if seq.finished_at is not None and seq.completion_tokens > 1:
-                span = seq.finished_at - seq.first_token_at
-                self.tpot.labels(model).observe(span / (seq.completion_tokens - 1))
+        timings = seq.timings()
+        self.queue_wait.labels(model).observe(timings.queued_s)
+        if timings.ttft_s is not None:
+            self.ttft.labels(model).observe(timings.ttft_s)
+            if seq.finished_at is not None and timings.per_token_s is not None:
+                self.tpot.labels(model).observe(timings.per_token_s)
         self.duration.labels(record.face, model).observe(record.seconds)
 
 
@@ -149,11 +149,16 @@ class _Live:
                                        "(each followed by a restart)", labels=["device"])  # fmt: skip
         cause = GaugeMetricFamily("localserve_worker_last_failure", "1, labelled with the last "
                                   "cause of a worker's death", labels=["device", "cause"])  # fmt: skip
+        sent = CounterMetricFamily("localserve_worker_messages", "Messages the daemon sent to "
+                                   "its engine workers, by kind (Submit, Tokenize, Cancel, ...)",
+                                   labels=["device", "kind"])  # fmt: skip
         for device, health in sorted(self.manager.loader.health().items()):
             restarts.add_metric([device], health.get("restarts", 0))
             if health.get("last_cause"):
                 cause.add_metric([device, str(health["last_cause"])], 1)
-        yield from (restarts, cause)
+            for kind, n in sorted(health.get("sent", {}).items()):
+                sent.add_metric([device, kind], n)
+        yield from (restarts, cause, sent)
 
 
 METRICS = web.AppKey("metrics", Metrics)

@@ -20,7 +20,7 @@ from localserve.ground.errors import BadRequest, EngineError
 from localserve.ground.units import KeepAlive
 from localserve.engine.residency.placement import Pin
 from localserve.engine.workers.resident import ResidentModel
-from localserve.engine.batching.sequence import Sequence
+from localserve.engine.workers.stream import RequestStream
 from localserve.server import fim, ollama_template, request_log
 from localserve.server.answer_parser import AnswerParser, Parsed
 from localserve.server.chat_plan import ChatPlan, plan_chat
@@ -189,9 +189,8 @@ class OllamaGeneration:
             return {"message": message}
         return {"response": text, **extra}
 
-    def _final(self, seq: Sequence, answer: Parsed) -> dict[str, Any]:
-        end = seq.finished_at or time.monotonic()
-        first = seq.first_token_at or end
+    def _final(self, seq: RequestStream, answer: Parsed) -> dict[str, Any]:
+        timings = seq.timings()
         body: dict[str, Any] = {
             **self._head(),
             **self._piece(answer.content, answer),
@@ -204,13 +203,14 @@ class OllamaGeneration:
             total_duration=ns(time.monotonic() - self.started),
             load_duration=ns(self.load_s),
             prompt_eval_count=seq.prompt_tokens,
-            prompt_eval_duration=ns(first - seq.created_at),
+            prompt_eval_duration=ns(timings.ttft_s if timings.ttft_s is not None else
+                                    timings.total_s),
             eval_count=seq.completion_tokens,
-            eval_duration=ns(end - first),
+            eval_duration=ns(timings.decode_s),
         )
         return body
 
-    async def _collect(self, seq: Sequence, parser: AnswerParser) -> web.Response:
+    async def _collect(self, seq: RequestStream, parser: AnswerParser) -> web.Response:
         parts: list[str] = []
         async for delta in seq.stream():
             if delta.error:
@@ -218,7 +218,7 @@ class OllamaGeneration:
             parts.append(delta.text)
         return web.json_response(self._final(seq, parser.feed("".join(parts), final=True)))
 
-    async def _stream(self, seq: Sequence, parser: AnswerParser) -> web.StreamResponse:
+    async def _stream(self, seq: RequestStream, parser: AnswerParser) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         await response.prepare(self.request)
         async for delta in seq.stream():

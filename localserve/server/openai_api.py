@@ -13,7 +13,7 @@ from aiohttp import web
 from localserve.ground.errors import BadRequest, EngineError, ModelNotFound
 from localserve.engine.workers.resident import ResidentModel
 from localserve.ground.sampling import SamplingParams
-from localserve.engine.batching.sequence import Sequence
+from localserve.engine.workers.stream import RequestStream
 from localserve.server import fim, request_log, structured
 from localserve.server.answer_parser import AnswerParser, Call, Parsed
 from localserve.server.chat_plan import plan_chat, template_kwargs
@@ -81,7 +81,7 @@ def _logit_bias(body: v.JSON) -> tuple[tuple[int, float], ...]:
     return tuple(out)
 
 
-def usage(seq: Sequence) -> dict[str, Any]:
+def usage(seq: RequestStream) -> dict[str, Any]:
     return {
         "prompt_tokens": seq.prompt_tokens,
         "completion_tokens": seq.completion_tokens,
@@ -90,7 +90,7 @@ def usage(seq: Sequence) -> dict[str, Any]:
     }
 
 
-def finish_reason(seq: Sequence, calls: list[Call]) -> str:
+def finish_reason(seq: RequestStream, calls: list[Call]) -> str:
     if seq.finish_reason == "length":
         return "length"
     return "tool_calls" if calls else "stop"
@@ -131,9 +131,10 @@ class Generation:
         manager = self.request.app[MANAGER]
         async with manager.acquire(name, keep_alive(body)) as model:
             check_room(model, params)
-            if self.chat:
+            tokens: list[int] | str
+            if self.chat:  # the rendered text: the worker tokenizes it as it queues it
                 plan = plan_chat(model, tools, None, variables)
-                tokens = await plan.encode(messages)
+                tokens = plan.render(messages)
                 params = plan.constrain(params)
                 parser = plan.parser()
             else:
@@ -209,7 +210,7 @@ class Generation:
             deltas.append({"tool_calls": [{"index": call.index, "function": arguments}]})
         return [{"index": 0, "delta": d, "logprobs": None, "finish_reason": None} for d in deltas]
 
-    async def _collect(self, model: ResidentModel, seq: Sequence, parser: AnswerParser) -> web.Response:
+    async def _collect(self, model: ResidentModel, seq: RequestStream, parser: AnswerParser) -> web.Response:
         parts: list[str] = []
         async for delta in seq.stream():
             if delta.error:
@@ -222,7 +223,7 @@ class Generation:
         return web.json_response(body)
 
     async def _stream(
-        self, model: ResidentModel, seq: Sequence, parser: AnswerParser, include_usage: bool
+        self, model: ResidentModel, seq: RequestStream, parser: AnswerParser, include_usage: bool
     ) -> web.StreamResponse:
         response = await open_sse(self.request)
         extra = {"usage": None} if include_usage else {}

@@ -394,7 +394,8 @@ ANSWERS: dict[str, Schema] = {
                           "state": {"enum": ["running", "idle", "failed"]},
                           "reason": nullable(STRING), "restarts": NAT, "pid": nullable(INT),
                           "last_cause": nullable(STRING),
-                      })}}),  # fmt: skip
+                          "sent": {"type": "object", "additionalProperties": NAT},
+                      }, "sent")}}),  # fmt: skip
     # One server-sent event (how schemathesis and OpenAPI 3.2's itemSchema read a stream).
     "Event": _fixed({"data": {"type": "string", "description": "one JSON chunk; OpenAI's "
                               "streams end with [DONE]"}}),  # fmt: skip

@@ -26,7 +26,7 @@ from typing import Any
 from aiohttp import web
 
 from localserve.engine.workers.resident import ResidentModel
-from localserve.engine.batching.sequence import Sequence
+from localserve.engine.workers.stream import RequestStream
 from localserve.ground.sampling import SamplingParams
 from localserve.server.metrics import METRICS
 from localserve.server.requests import BODY
@@ -50,7 +50,7 @@ class Record:
     path: str
     started: float
     model: str | None = None
-    sequence: Sequence | None = None
+    sequence: RequestStream | None = None
     status: int = 0
     seconds: float = 0.0
 
@@ -60,11 +60,11 @@ class Record:
                                "model": self.model, "status": self.status,
                                "seconds": round(self.seconds, 4)}  # fmt: skip
         if seq is not None:
-            first = seq.first_token_at
+            ttft = seq.timings().ttft_s
             out.update(
                 prompt_tokens=seq.prompt_tokens, cached_tokens=seq.cached_tokens,
                 generated_tokens=seq.completion_tokens,
-                ttft=round(first - seq.created_at, 4) if first is not None else None,
+                ttft=round(ttft, 4) if ttft is not None else None,
                 ended=seq.finish_reason or ("cancelled" if self.status == CLIENT_LEFT else None),
             )  # fmt: skip
         return out
@@ -155,12 +155,13 @@ async def add_request_id(request: web.Request, response: web.StreamResponse) -> 
 
 @asynccontextmanager
 async def generation(
-    request: web.Request, model: ResidentModel, prompt: list[int], params: SamplingParams,
-    prompt_field: str = "prompt",
-) -> AsyncIterator[Sequence]:
-    """`model.generation`, with the sequence kept on the request's record for the log line and
-    the metrics (every face generates through here)."""
-    async with model.generation(prompt, params, prompt_field) as seq:
+    request: web.Request, model: ResidentModel, prompt: list[int] | str, params: SamplingParams,
+    prompt_field: str = "prompt", want_tokens: bool = False,
+) -> AsyncIterator[RequestStream]:
+    """`model.generation` (of tokens, or of a rendered prompt's text), with the stream kept on
+    the request's record for the log line and the metrics (every face generates through
+    here)."""
+    async with model.generation(prompt, params, prompt_field, want_tokens) as seq:
         record = record_of(request)
         if record is not None:
             record.model, record.sequence = model.name, seq

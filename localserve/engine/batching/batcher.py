@@ -11,6 +11,7 @@ from typing import Callable, Protocol, Sized, runtime_checkable
 
 from localserve.engine.batching.admission import Cancellable
 from localserve.engine.batching.embedding import EmbeddingJob
+from localserve.engine.batching.outputs import StepResult
 from localserve.engine.batching.sequence import Sequence
 
 
@@ -39,8 +40,8 @@ class Batcher(Protocol):
 
     def has_work(self) -> bool: ...
 
-    def step(self) -> None:
-        """Run one unit of work on the engine thread and deliver what it produced."""
+    def step(self) -> StepResult:
+        """Run one unit of work on the engine thread; return what it produced."""
         ...
 
 

@@ -1,22 +1,16 @@
 """One embeddings request as the engine sees it: its inputs, their pooling, and its answer.
 
 Each input is one text's tokens and becomes one vector. The inputs of a request, and of every
-concurrent request, run as sequences in the model's own batcher (`engine/batching/embedding_lane.py`),
-so they share decode calls with each other. A request's answer is one future, resolved on its
-event loop when its last input is pooled.
+concurrent request, run as sequences in the model's own batcher
+(`engine/batching/embedding_lane.py`), so they share decode calls with each other. A job is
+done in the step that pools its last input, and that step's result carries it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from localserve.engine.batching.outputs import Sink
 
 
 @dataclass(eq=False)
@@ -64,12 +58,9 @@ class EmbeddingInput:
 
 @dataclass(eq=False)
 class EmbeddingJob:
-    """All the inputs of one request; `result` gets one raw (unnormalized) vector per input."""
+    """All the inputs of one request; `vectors` gets one raw (unnormalized) vector per input."""
 
     inputs_tokens: list[list[int]]
-    # Where the vectors go (engine/batching/outputs.py); its future, when the waiter is in this process.
-    sink: Sink
-    result: asyncio.Future[list[np.ndarray]] | None = field(init=False)
     vectors: list[np.ndarray | None] = field(init=False)
     # Set by the batcher's cancel (the client left); the engine thread frees the inputs' slots.
     cancelled: bool = False
@@ -77,7 +68,6 @@ class EmbeddingJob:
     id: int = 0
 
     def __post_init__(self) -> None:
-        self.result = self.sink.future()
         self.vectors = [None] * len(self.inputs_tokens)
 
     @property
@@ -90,16 +80,3 @@ class EmbeddingJob:
     @property
     def complete(self) -> bool:
         return all(v is not None for v in self.vectors)
-
-
-def normalize(vec: np.ndarray) -> np.ndarray:
-    """Unit length (L2), as Ollama's /api/embed and OpenAI return; a zero vector stays zero."""
-    norm = float(np.linalg.norm(vec))
-    return vec / norm if norm > 0 and math.isfinite(norm) else vec
-
-
-def shorten(vec: np.ndarray, dimensions: int | None) -> np.ndarray:
-    """The first `dimensions` components, renormalized, as `dimensions` asks of both faces."""
-    if dimensions is None or dimensions >= len(vec):
-        return vec
-    return normalize(vec[:dimensions])

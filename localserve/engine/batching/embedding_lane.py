@@ -18,6 +18,7 @@ import numpy as np
 from localserve.backends.base import EmbeddingBackend
 from localserve.engine.batching.admission import AdmissionQueue
 from localserve.engine.batching.embedding import EmbeddingInput, EmbeddingJob
+from localserve.engine.batching.outputs import StepResult
 from localserve.engine.batching.slots import Slots
 from localserve.formats.gguf import embedding_rows
 from localserve.ground.step import StepChunk, StepPlan
@@ -56,20 +57,22 @@ class EmbeddingLane:
     def has_work(self) -> bool:
         return bool(self.running or self.waiting)
 
-    def step(self) -> None:
+    def step(self) -> StepResult:
+        result = StepResult()
         self._reap_cancelled()
         self._admit()
         plan, inputs = self._plan()
         if not plan.chunks:
-            return
+            return result
         try:
             rows = self.backend.embed(plan)
         except Exception as exc:  # a kernel failure fails the jobs in this step, not the daemon
             log.exception("embedding step failed for model %s", self.name)
-            self._fail({inp.job for inp in inputs}, exc)
-            return
+            self._fail({inp.job for inp in inputs}, exc, result)
+            return result
         self.slots.tick()
-        self._postprocess(plan, inputs, rows)
+        self._postprocess(plan, inputs, rows, result)
+        return result
 
     def _reap_cancelled(self) -> None:
         for inp in [i for i in self.running if i.cancelled]:
@@ -99,7 +102,8 @@ class EmbeddingLane:
             budget -= take
         return plan, inputs
 
-    def _postprocess(self, plan: StepPlan, inputs: list[EmbeddingInput], rows: np.ndarray) -> None:
+    def _postprocess(self, plan: StepPlan, inputs: list[EmbeddingInput], rows: np.ndarray,
+                     result: StepResult) -> None:  # fmt: skip
         pooling = self.backend.pooling
         done: set[EmbeddingJob] = set()
         at = 0
@@ -112,8 +116,7 @@ class EmbeddingLane:
                 self._release(inp)
                 if inp.job.complete:
                     done.add(inp.job)
-        for job in done:
-            job.sink.embedded(job, None)
+        result.embedded += [(job, None) for job in done]
 
     def _release(self, inp: EmbeddingInput, kv_valid: bool = True) -> None:
         assert inp.slot is not None
@@ -123,10 +126,9 @@ class EmbeddingLane:
         inp.slot = None
         self.running.remove(inp)
 
-    def _fail(self, jobs: set[EmbeddingJob], exc: Exception) -> None:
+    def _fail(self, jobs: set[EmbeddingJob], exc: Exception, result: StepResult) -> None:
         for inp in [i for i in self.running if i.job in jobs]:
             self._release(inp, kv_valid=False)
         self.waiting.drop(lambda i: i.job in jobs)
         error = RuntimeError(f"embedding failed: {exc}")
-        for job in jobs:
-            job.sink.embedded(job, error)
+        result.embedded += [(job, error) for job in jobs]

@@ -33,7 +33,9 @@ from typing import Callable
 
 from localserve.backends.base import BatchRuntime, TurnEnd, TurnEvent
 from localserve.engine.batching.admission import AdmissionQueue, Cancellable
-from localserve.engine.batching.outputs import Outbox, accept_token, deliver, drain, end_sequence
+from localserve.engine.batching.outputs import (
+    Outbox, StepResult, accept_token, drain, end_sequence,
+)
 from localserve.engine.batching.sequence import Delta, Sequence, Status
 
 log = logging.getLogger(__name__)
@@ -122,8 +124,8 @@ class OnnxBatcher:
         left = oldest.created_at + self.policy.max_queue_delay_ms / 1000 - time.monotonic()
         return max(0.0, left)
 
-    def step(self) -> None:
-        """Start a batch if one is due, run one Engine step, deliver what each sequence got."""
+    def step(self) -> StepResult:
+        """Start a batch if one is due, run one Engine step; return what each sequence got."""
         outbox: Outbox = []
         if not self._engine_ready:
             # An Engine may only be used from the thread that made it: this one.
@@ -142,8 +144,8 @@ class OnnxBatcher:
             else:
                 self.steps += 1
                 self._postprocess(events, outbox)
-        deliver(outbox)
         self._arm_timer()
+        return StepResult(outbox)
 
     def _start(self, outbox: Outbox) -> None:
         started = 0

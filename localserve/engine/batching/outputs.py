@@ -1,17 +1,16 @@
-"""What every batcher does with a sampled token, and how a step's output reaches its requests.
+"""What every batcher does with a sampled token, and what a step returns.
 
 Shared by the GGUF scheduler and the ONNX batcher, so that both formats detokenize, stop, count
-and stream alike: a client can tell them apart only by speed.
+and stream alike: a client can tell them apart only by speed. A step returns its `StepResult`:
+each sequence's new text (and how it ended) and the embeddings jobs it completed; the worker
+sends it to the daemon as one message.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
-
-import numpy as np
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from localserve.backends.base import Vocabulary
 from localserve.engine.batching.sequence import Delta, Sequence
@@ -63,66 +62,10 @@ def drain(seq: Sequence) -> tuple[str, bool]:
     return text + seq.stops.flush(), False
 
 
-class Sink(Protocol):
-    """Where a step's output goes: the requests' event loop in this process (`LoopSink`), or
-    the daemon on the far side of a worker's socket. Called from the engine thread."""
+@dataclass
+class StepResult:
+    """What one step of a batcher produced, in order."""
 
-    def put(self, items: Outbox) -> None:
-        """A step's deltas, one call per step."""
-        ...
-
-    def embedded(self, job: EmbeddingJob, error: Exception | None) -> None:
-        """An embeddings job is done (its vectors are in `job.vectors`) or failed."""
-        ...
-
-    def future(self) -> asyncio.Future[list[np.ndarray]] | None:
-        """What an embeddings job's waiter awaits, where the waiter is in this process."""
-        ...
-
-
-class LoopSink:
-    """Deltas and vectors handed to an event loop of this process, one callback per step."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-
-    def put(self, items: Outbox) -> None:
-        self._call(_put_all, items)
-
-    def embedded(self, job: EmbeddingJob, error: Exception | None) -> None:
-        self._call(_settle, job, error)
-
-    def future(self) -> asyncio.Future[list[np.ndarray]]:
-        return self.loop.create_future()
-
-    def _call(self, callback: Callable[..., None], *args: object) -> None:
-        try:
-            self.loop.call_soon_threadsafe(callback, *args)
-        except RuntimeError:  # the loop closed while the daemon shuts down
-            pass
-
-
-def deliver(outbox: Outbox) -> None:
-    """Hand a step's deltas to their sinks in one call per sink, not one per token."""
-    if not outbox:
-        return
-    by_sink: dict[int, tuple[Sink, Outbox]] = {}
-    for seq, delta in outbox:
-        by_sink.setdefault(id(seq.sink), (seq.sink, []))[1].append((seq, delta))
-    for sink, items in by_sink.values():
-        sink.put(items)
-
-
-def _put_all(items: Outbox) -> None:
-    for seq, delta in items:
-        seq.outputs.put_nowait(delta)
-
-
-def _settle(job: EmbeddingJob, error: Exception | None) -> None:
-    result = job.result
-    if result is None or result.done():
-        return
-    if error is None:
-        result.set_result([v for v in job.vectors if v is not None])
-    else:
-        result.set_exception(error)
+    outputs: Outbox = field(default_factory=list)
+    # Jobs whose vectors are all in `job.vectors`, or that failed with the error.
+    embedded: list[tuple[EmbeddingJob, Exception | None]] = field(default_factory=list)

@@ -17,7 +17,7 @@ from localserve.backends.base import EmbeddingBackend, SlotBackend
 from localserve.engine.batching.admission import AdmissionQueue, Cancellable
 from localserve.engine.batching.embedding import EmbeddingJob
 from localserve.engine.batching.embedding_lane import EmbeddingLane
-from localserve.engine.batching.outputs import Outbox, accept_token, deliver, end_sequence
+from localserve.engine.batching.outputs import Outbox, StepResult, accept_token, end_sequence
 from localserve.engine.batching.prompt_cache import PromptCache
 from localserve.engine.batching.sequence import Delta, Sequence, Status
 from localserve.engine.batching.slots import Slots
@@ -105,27 +105,25 @@ class Scheduler:
             self.embeddings and self.embeddings.has_work()
         )
 
-    def step(self) -> None:
+    def step(self) -> StepResult:
         """One step: embedding and generation steps alternate while both have work."""
         lane = self.embeddings
         if lane is not None and lane.has_work():
             generating = bool(self.running or self.waiting)
             if self._embedding_turn or not generating:
                 self._embedding_turn = False
-                lane.step()
-                return
+                return lane.step()
             self._embedding_turn = True
-        self._generation_step()
+        return StepResult(self._generation_step())
 
-    def _generation_step(self) -> None:
-        """Plan one forward pass, run it, and deliver what each sequence produced."""
+    def _generation_step(self) -> Outbox:
+        """Plan one forward pass, run it, and return what each sequence produced."""
         outbox: Outbox = []
         self._reap_cancelled()
         self._admit(outbox)
         plan, seqs = self._plan()
         if not plan.chunks:
-            deliver(outbox)
-            return
+            return outbox
         try:
             sampled = self.backend.step(plan)
         except Exception as exc:  # a kernel failure fails this step's sequences, not the daemon
@@ -133,11 +131,10 @@ class Scheduler:
             for seq in seqs:
                 # The failed batch may have written some of its cells: trust none of them.
                 self._finish(seq, "error", outbox, error=str(exc), kv_valid=False)
-            deliver(outbox)
-            return
+            return outbox
         self.slots.tick()
         self._postprocess(plan, seqs, sampled, outbox)
-        deliver(outbox)
+        return outbox
 
     def _reap_cancelled(self) -> None:
         for seq in [s for s in self.running if s.cancelled]:

@@ -1,21 +1,17 @@
-"""One request's state as it moves through the batcher, and what it streams back."""
+"""One request's state as it moves through the batcher, inside the engine worker: plain data
+that the batcher steps. What a step produced for it comes back in the step's result
+(engine/batching/outputs.py); the daemon's side of it is a `RequestStream`."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
 
 from localserve.engine.batching.detokenizer import IncrementalDetokenizer
 from localserve.ground.sampling import SamplingParams
 from localserve.engine.batching.stops import StopMatcher
-
-if TYPE_CHECKING:
-    from localserve.engine.batching.outputs import Sink
 
 _ids = itertools.count(1)
 
@@ -28,7 +24,7 @@ class Status(Enum):
 
 @dataclass(frozen=True)
 class Delta:
-    """A piece of a sequence's output, delivered to the request that owns it."""
+    """A piece of a sequence's output, as one step produced it."""
 
     text: str
     finish_reason: str | None = None
@@ -38,25 +34,15 @@ class Delta:
 class Sequence:
     """A prompt, its sampling rules, and everything generated so far.
 
-    The engine thread mutates it; the request's coroutine only reads `outputs`, and cancels it
-    through its batcher (engine/batching/admission.py). Deltas cross threads through `outputs`, filled on
-    the event loop's own thread.
+    The engine thread steps it; the worker's main thread only submits and cancels it, through
+    its batcher (engine/batching/admission.py).
     """
 
-    def __init__(
-        self,
-        prompt: list[int],
-        params: SamplingParams,
-        max_new_tokens: int,
-        sink: Sink,
-    ) -> None:
+    def __init__(self, prompt: list[int], params: SamplingParams, max_new_tokens: int) -> None:
         self.id = next(_ids)
         self.prompt = prompt
         self.params = params
         self.max_new_tokens = max_new_tokens
-        # Where its deltas go (engine/batching/outputs.py): an event loop here, or the daemon.
-        self.sink = sink
-        self.outputs: asyncio.Queue[Delta] = asyncio.Queue()
         self.status = Status.WAITING
         self.slot: int | None = None
         self.n_prefilled = 0
@@ -100,11 +86,3 @@ class Sequence:
         """End a cancelled sequence, whose client has left: nothing more is delivered."""
         self.status = Status.FINISHED
         self.finish_reason = "cancelled"
-
-    async def stream(self) -> AsyncIterator[Delta]:
-        """Deltas as the engine produces them, ending with the one that carries a finish reason."""
-        while True:
-            delta = await self.outputs.get()
-            yield delta
-            if delta.finish_reason is not None:
-                return

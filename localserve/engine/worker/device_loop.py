@@ -9,10 +9,21 @@ from __future__ import annotations
 
 import logging
 import threading
-
-from localserve.engine.batching.batcher import Batcher
+from collections.abc import Callable
+from typing import Protocol
 
 log = logging.getLogger(__name__)
+
+
+class Stepped(Protocol):
+    """A resident model as the loop steps it: its batcher, and where its step's result goes
+    (the worker's `ResidentBatcher` sends it to the daemon)."""
+
+    def attach(self, wake: Callable[[], None]) -> None: ...
+
+    def has_work(self) -> bool: ...
+
+    def step(self) -> None: ...
 
 
 class DeviceLoop:
@@ -20,7 +31,7 @@ class DeviceLoop:
 
     def __init__(self, device: str) -> None:
         self.device = device
-        self._batchers: list[Batcher] = []
+        self._batchers: list[Stepped] = []
         self._lock = threading.Lock()
         # Held for each step, so that removing a model waits for its step in progress.
         self._stepping = threading.Lock()
@@ -31,13 +42,13 @@ class DeviceLoop:
     def start(self) -> None:
         self._thread.start()
 
-    def add(self, batcher: Batcher) -> None:
+    def add(self, batcher: Stepped) -> None:
         batcher.attach(self.wake)
         with self._lock:
             self._batchers.append(batcher)
         self.wake()
 
-    def remove(self, batcher: Batcher) -> None:
+    def remove(self, batcher: Stepped) -> None:
         """Stop stepping a model; returns once no step of it is running (call off the loop)."""
         with self._stepping, self._lock:
             if batcher in self._batchers:

@@ -31,8 +31,7 @@ import psutil
 from localserve.engine.batching.batcher import Batcher, Embedder
 from localserve.engine.worker.device_loop import DeviceLoop
 from localserve.engine.batching.embedding import EmbeddingJob
-from localserve.engine.residency.loader import Built, build_model
-from localserve.engine.batching.outputs import Outbox
+from localserve.engine.worker.runtimes import Built, build_model
 from localserve.engine.batching.sequence import Sequence
 from localserve.ground import messages as m
 from localserve.ground.errors import BadRequest, EngineError, ModelNotFound
@@ -70,22 +69,15 @@ class Connection:
             return None
 
 
-class StepReporter:
-    """A model's batcher as the device loop steps it, sending each step's output in one `Step`.
-
-    It is also the sink of the model's sequences and embedding jobs (engine/batching/outputs.py).
-    """
+class ResidentBatcher:
+    """A model's batcher as the device loop steps it: each step's result goes to the daemon
+    as one `Step` (and an `Embedded` per embeddings job it completed)."""
 
     def __init__(self, worker: Worker, name: str, built: Built) -> None:
         self.worker = worker
         self.name = name
         self.built = built
         self.batcher: Batcher = built.batcher
-        self._outputs: list[m.Output] = []
-        self.waiting = built.batcher.waiting
-        self.running = built.batcher.running
-
-    # -- the Batcher surface the device loop steps ------------------------------------------
 
     def attach(self, wake: Callable[[], None]) -> None:
         self.batcher.attach(wake)
@@ -93,41 +85,29 @@ class StepReporter:
     def has_work(self) -> bool:
         return self.batcher.has_work()
 
-    @property
-    def busy(self) -> int:
-        return self.batcher.busy
-
     def step(self) -> None:
         self.worker.count_step()
-        self.batcher.step()
-        outputs, self._outputs = self._outputs, []
-        cache = getattr(self.batcher, "prompt_cache", None)
-        load = m.ModelLoad(
-            len(self.batcher.waiting), len(self.batcher.running), self.batcher.busy,
-            cache.stats() if cache is not None else None,
-        )
-        self.worker.conn.send(m.Step(self.name, outputs, load))
-
-    # -- the Sink surface its sequences and jobs deliver to ----------------------------------
-
-    def put(self, items: Outbox) -> None:
-        for seq, delta in items:
+        result = self.batcher.step()
+        outputs = []
+        for seq, delta in result.outputs:
             new = seq.generated[seq.reported :]
             seq.reported = len(seq.generated)
-            self._outputs.append(m.Output(
+            outputs.append(m.Output(
                 seq.id, delta.text, new, delta.finish_reason, delta.error, seq.cached_tokens,
                 seq.queued_s, seq.stop_sequence,
             ))  # fmt: skip
             if delta.finish_reason is not None:
                 self.worker.forget(self.name, seq.id)
-
-    def embedded(self, job: EmbeddingJob, error: Exception | None) -> None:
-        vectors = [] if error else [np.asarray(v, np.float32).tobytes() for v in job.vectors]
-        self.worker.conn.send(m.Embedded(self.name, job.id, vectors, str(error) if error else None))
-        self.worker.forget_job(self.name, job.id)
-
-    def future(self) -> None:
-        return None
+        batcher = self.batcher
+        cache = getattr(batcher, "prompt_cache", None)
+        load = m.ModelLoad(len(batcher.waiting), len(batcher.running), batcher.busy,
+                           cache.stats() if cache is not None else None)  # fmt: skip
+        self.worker.conn.send(m.Step(self.name, outputs, load))
+        for job, error in result.embedded:
+            vectors = [] if error else [np.asarray(v, np.float32).tobytes() for v in job.vectors]
+            self.worker.conn.send(m.Embedded(self.name, job.id, vectors,
+                                             str(error) if error else None))  # fmt: skip
+            self.worker.forget_job(self.name, job.id)
 
 
 class Worker:
@@ -138,7 +118,7 @@ class Worker:
         self.settings = settings
         self.conn = conn
         self.loop = DeviceLoop(device)
-        self.models: dict[str, StepReporter] = {}
+        self.models: dict[str, ResidentBatcher] = {}
         self._sequences: dict[tuple[str, int], Sequence] = {}
         self._jobs: dict[tuple[str, int], EmbeddingJob] = {}
         self._lock = threading.Lock()
@@ -175,7 +155,7 @@ class Worker:
         rss_before = psutil.Process().memory_info().rss
         t0 = time.perf_counter()
         built = build_model(self.settings, message)
-        reporter = StepReporter(self, ref.name, built)
+        resident = ResidentBatcher(self, ref.name, built)
         loaded = m.Loaded(
             built.backend.info, built.backend.n_vocab, built.reported_bytes,
             psutil.Process().memory_info().rss - rss_before, time.perf_counter() - t0,
@@ -184,72 +164,79 @@ class Worker:
         if message.use_extra_bufts:
             self._extra_bufts_models.add(ref.name)
         with self._lock:
-            self.models[ref.name] = reporter
-        self.loop.add(reporter)  # type: ignore[arg-type]
+            self.models[ref.name] = resident
+        self.loop.add(resident)
         log.info("loaded %s in %.2fs", ref.name, loaded.load_seconds)
         return loaded
 
     def _unload(self, name: str) -> None:
         with self._lock:
-            reporter = self.models.pop(name, None)
-        if reporter is None:
+            resident = self.models.pop(name, None)
+        if resident is None:
             return
-        self.loop.remove(reporter)  # type: ignore[arg-type]  # waits for a step in progress
-        reporter.built.backend.close()
+        self.loop.remove(resident)  # waits for a step in progress
+        resident.built.backend.close()
         self._extra_bufts_models.discard(name)
 
     def _tokenize(self, message: m.Tokenize) -> list[list[int]]:
         backend = self._model(message.model).built.backend
         return [backend.tokenize(text, message.add_special) for text in message.texts]
 
-    def _submit(self, message: m.Submit) -> None:
-        reporter = self._model(message.model)
+    def _submit(self, message: m.Submit) -> m.Submitted:
+        resident = self._model(message.model)
         grammar, bias = message.params.grammar, message.params.logit_bias
         if grammar is not None or bias:
-            check = getattr(reporter.built.backend, "check_sampling", None)
+            check = getattr(resident.built.backend, "check_sampling", None)
             if check is None:
                 what, field = ("logit_bias", "logit_bias") if grammar is None else (
                     ("structured output" if grammar.kind == "json_schema" else "tool calls"),
                     grammar.field,
                 )  # fmt: skip
                 raise BadRequest(
-                    f"model '{message.model}' ({reporter.built.backend.info.format}) does not "
+                    f"model '{message.model}' ({resident.built.backend.info.format}) does not "
                     f"support {what}", field,
                 )
             check(message.params)
-        seq = Sequence(message.prompt, message.params, message.max_new_tokens, reporter)
+        backend = resident.built.backend
+        prompt = message.prompt or backend.tokenize(message.text, message.add_special)
+        if not prompt:
+            raise BadRequest("the prompt is empty", message.prompt_field)
+        room = backend.info.n_ctx_slot - len(prompt)
+        cap = message.params.max_tokens
+        seq = Sequence(prompt, message.params, max(1, room if cap is None else min(cap, room)))
         seq.id = message.seq
         with self._lock:
             self._sequences[(message.model, seq.id)] = seq
         try:
-            reporter.batcher.submit(seq, message.prompt_field)
+            resident.batcher.submit(seq, message.prompt_field)
         except BaseException:
             self.forget(message.model, seq.id)
             raise
+        return m.Submitted(len(prompt), prompt if message.want_tokens else [])
 
     def _embed(self, message: m.Embed) -> None:
-        reporter = self._model(message.model)
-        if not isinstance(reporter.batcher, Embedder):
+        resident = self._model(message.model)
+        if not isinstance(resident.batcher, Embedder):
             raise BadRequest(f"model '{message.model}' does not support embeddings", "model")
-        job = EmbeddingJob(message.inputs, reporter)
+        job = EmbeddingJob(message.inputs)
         job.id = message.job
         with self._lock:
             self._jobs[(message.model, job.id)] = job
         try:
-            reporter.batcher.submit_embedding(job)
+            resident.batcher.submit_embedding(job)
         except BaseException:
             self.forget_job(message.model, job.id)
             raise
 
     def _cancel(self, message: m.Cancel) -> None:
         with self._lock:
-            reporter = self.models.get(message.model)
+            resident = self.models.get(message.model)
             request: Any = (
                 self._sequences.pop((message.model, message.seq), None)
                 if message.seq else self._jobs.pop((message.model, message.job), None)
             )
-        if reporter is not None and request is not None:
-            reporter.batcher.cancel(request)
+        if resident is not None and request is not None:
+            resident.batcher.cancel(request)
 
     def _stats(self) -> dict[str, Any]:
         from localserve_native.verdicts import build_key  # loads llama.cpp, as loads do
@@ -274,12 +261,12 @@ class Worker:
         if self._die_with_extra_bufts and self._extra_bufts_models:
             _die(signal.SIGILL)
 
-    def _model(self, name: str) -> StepReporter:
+    def _model(self, name: str) -> ResidentBatcher:
         with self._lock:
-            reporter = self.models.get(name)
-        if reporter is None:
+            resident = self.models.get(name)
+        if resident is None:
             raise ModelNotFound(name, f"it is not loaded on the {self.device} engine")
-        return reporter
+        return resident
 
     def _answer(self, ref: int, ask: Callable[[], Any]) -> None:
         try:

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -74,8 +75,12 @@ class WorkerProcess:
         on_message: Callable[[m.Step | m.Embedded], None],
         on_exit: Callable[[WorkerProcess, str], None],
         env: dict[str, str] | None = None,
+        sent: Counter[str] | None = None,
     ) -> None:
         self.device = device
+        # The messages sent to it, by kind (its device's, across restarts): what /metrics
+        # counts, and how a test sees that a chat request is one round trip.
+        self.sent: Counter[str] = sent if sent is not None else Counter()
         self._on_message = on_message
         self._on_exit = on_exit
         ours, theirs = socket.socketpair()
@@ -139,6 +144,7 @@ class WorkerProcess:
         self._reader.join(timeout=STOP_GRACE_S)
 
     def _write(self, message: Any) -> None:
+        self.sent[type(message).__name__] += 1
         data = m.frame(message, self._encoder)
         try:
             with self._send_lock:

@@ -84,7 +84,7 @@ def try_decode(device: str, settings: Settings, extra_bufts: bool) -> str | None
     try:
         worker.ask(m.Load(0, ModelRef("probe", path), 0, extra_bufts), PROBE_TIMEOUT_S)
         params = SamplingParams(temperature=0.0, max_tokens=1)
-        worker.ask(m.Submit(0, "probe", 1, [1, 2, 3], params, 1, "prompt"), PROBE_TIMEOUT_S)
+        worker.ask(m.Submit(0, "probe", 1, params, "prompt", [1, 2, 3]), PROBE_TIMEOUT_S)
         done.wait(PROBE_TIMEOUT_S)
     except EngineStopped:
         pass

@@ -1,9 +1,11 @@
 """A model that runs in its device's engine worker, as the daemon's requests see it.
 
-The daemon keeps its own `Sequence` per generation (prompt, params, what came back) and an
-asyncio future per embeddings job; the worker keeps the real ones. A `Step` from the worker
-becomes each sequence's deltas, on the event loop, in one go. A submit waits for the worker's
-answer, so the context-length 400 and the queue-full 503 still come before a stream starts.
+The daemon keeps a `RequestStream` per generation (engine/workers/stream.py) and an asyncio
+future per embeddings job; the worker keeps the sequences and jobs themselves. A `Step` from the
+worker hands each stream its `Output`, on the event loop, in one go. A submit is one round trip:
+the worker tokenizes the prompt text (or takes its tokens), checks it and queues it, and its
+answer carries the prompt's length, so the context-length 400 and the queue-full 503 still come
+before a stream starts.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ import time
 from collections import Counter
 from typing import Any
 
+import msgspec
 import numpy as np
 
-from localserve.engine.batching.outputs import Outbox
-from localserve.engine.batching.sequence import Delta, Sequence, Status
 from localserve.engine.workers.connection import WorkerProcess
+from localserve.engine.workers.stream import RequestStream
 from localserve.ground import messages as m
 from localserve.ground.errors import EngineStopped
 from localserve.ground.model import ModelInfo
@@ -34,7 +36,7 @@ class RemoteRunner:
         self.worker = worker
         self.info = info
         self._n_vocab = n_vocab
-        self.sequences: dict[int, Sequence] = {}
+        self.sequences: dict[int, RequestStream] = {}
         self.jobs: dict[int, asyncio.Future[list[np.ndarray]]] = {}
         self._load = m.ModelLoad(0, 0, 0)
         self.batch_sizes: Counter[int] = Counter()  # sequences with news in a step: steps
@@ -56,23 +58,26 @@ class RemoteRunner:
     def tokenize(self, texts: list[str], add_special: bool) -> list[list[int]]:
         return self.worker.ask(m.Tokenize(0, self.name, texts, add_special))  # type: ignore[no-any-return]
 
-    async def start(
-        self, prompt: list[int], params: SamplingParams, max_new: int, prompt_field: str
-    ) -> Sequence:
-        seq = Sequence(prompt, params, max_new, self)
-        self.sequences[seq.id] = seq
-        ask = m.Submit(0, self.name, seq.id, prompt, params, max_new, prompt_field)
+    async def start(self, prompt: list[int] | str, params: SamplingParams, prompt_field: str,
+                    add_special: bool = False, want_tokens: bool = False) -> RequestStream:  # fmt: skip
+        stream = RequestStream(params)
+        self.sequences[stream.id] = stream
+        tokens, text = (prompt, "") if isinstance(prompt, list) else ([], prompt)
+        ask = m.Submit(0, self.name, stream.id, params, prompt_field, tokens, text, add_special,
+                       want_tokens)  # fmt: skip
         try:
-            await asyncio.wrap_future(self.worker.send(ask))
+            submitted = msgspec.convert(await asyncio.wrap_future(self.worker.send(ask)),
+                                        m.Submitted)  # fmt: skip
         except BaseException:
-            self.sequences.pop(seq.id, None)
+            self.sequences.pop(stream.id, None)
             raise
-        return seq
+        stream.prompt_tokens = submitted.prompt_tokens
+        stream.prompt = tokens or submitted.tokens
+        return stream
 
-    def cancel(self, seq: Sequence) -> None:
-        if self.sequences.pop(seq.id, None) is not None:
-            seq.status = Status.FINISHED
-            self.worker.tell(m.Cancel(self.name, seq=seq.id))
+    def cancel(self, stream: RequestStream) -> None:
+        if self.sequences.pop(stream.id, None) is not None:
+            self.worker.tell(m.Cancel(self.name, seq=stream.id))
 
     async def embed(self, model: str, inputs: list[list[int]]) -> list[np.ndarray]:
         job = next(_jobs)
@@ -96,23 +101,13 @@ class RemoteRunner:
         self._load = load
         self.batch_sizes[len(outputs)] += 1
         now = time.monotonic()
-        items: Outbox = []
         for out in outputs:
-            seq = self.sequences.get(out.seq)
-            if seq is None:
+            stream = self.sequences.get(out.seq)
+            if stream is None:
                 continue  # cancelled here already
-            if out.tokens:
-                seq.first_token_at = seq.first_token_at or now
-                seq.generated.extend(out.tokens)
-                seq.status = Status.RUNNING
-            seq.cached_tokens, seq.queued_s = out.cached_tokens, out.queued_s
             if out.finish_reason is not None:
-                seq.finish_reason, seq.stop_sequence = out.finish_reason, out.stop_sequence
-                seq.finished_at = now
-                seq.status = Status.FINISHED
                 del self.sequences[out.seq]
-            items.append((seq, Delta(out.text, out.finish_reason, out.error)))
-        self.put(items)
+            stream.took(out, now)
 
     def embedded(self, message: m.Embedded) -> None:
         future = self.jobs.pop(message.job, None)
@@ -125,19 +120,10 @@ class RemoteRunner:
 
     def lost(self, error: EngineStopped) -> None:
         """The worker died: every request of this model ends now, with `error`."""
-        items: Outbox = []
-        for seq in self.sequences.values():
-            seq.finish_reason, seq.status = "error", Status.FINISHED
-            items.append((seq, Delta("", finish_reason="error", error=str(error))))
-        self.sequences.clear()
-        self.put(items)
+        streams, self.sequences = self.sequences, {}
+        for stream in streams.values():
+            stream.end("error", str(error))
         for future in self.jobs.values():
             if not future.done():
                 future.set_exception(error)
         self.jobs.clear()
-
-    # -- the sink of the daemon's own sequences ----------------------------------------------
-
-    def put(self, items: Outbox) -> None:
-        for seq, delta in items:
-            seq.outputs.put_nowait(delta)

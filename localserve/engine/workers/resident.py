@@ -7,6 +7,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ import numpy as np
 from localserve.engine.workers.chat_template import ChatTemplate
 from localserve.engine.residency.placement import Placement
 from localserve.engine.workers.runner import Runner
-from localserve.engine.batching.sequence import Sequence, Status
+from localserve.engine.workers.stream import RequestStream
 from localserve.ground.errors import BadRequest
 from localserve.ground.model import ModelInfo
 from localserve.ground.sampling import SamplingParams
@@ -66,11 +67,7 @@ class ResidentModel:
 
     async def encode_rendered(self, text: str) -> list[int]:
         """A prompt the chat template wrote, tokenized."""
-        # The template already wrote any BOS it wants; only add one if it did not.
-        add_special = self.info.add_bos and not (
-            self.info.bos_text and text.startswith(self.info.bos_text)
-        )
-        return await self._tokenize(text, add_special)
+        return await self._tokenize(text, self.add_bos(text))
 
     async def encode_text(self, text: str) -> list[int]:
         return await self._tokenize(text, True)
@@ -106,33 +103,39 @@ class ResidentModel:
             raise BadRequest("the prompt is empty", "prompt")
         return tokens
 
-    async def submit(
-        self, prompt: list[int], params: SamplingParams, prompt_field: str = "prompt"
-    ) -> Sequence:
-        """Queue a generation; raises ContextOverflow or QueueFull before anything streams.
-
-        `prompt_field` names the request field an error about the prompt should point at.
-        """
-        room = self.info.n_ctx_slot - len(prompt)
-        cap = self.output_cap(params)
-        limit = room if cap is None else min(cap, room)
-        return await self.runner.start(prompt, params, max(1, limit), prompt_field)
-
     def output_cap(self, params: SamplingParams) -> int | None:
         """The most tokens an answer may have: the request's own cap, else the settings'."""
         return params.max_tokens if params.max_tokens is not None else self.default_max_tokens
 
+    def add_bos(self, rendered: str) -> bool:
+        """Whether a prompt the chat template wrote still wants the model's BOS: the template
+        writes any BOS it wants, so only one that did not gets it."""
+        return self.info.add_bos and not (
+            self.info.bos_text and rendered.startswith(self.info.bos_text)
+        )
+
+    async def submit(self, prompt: list[int] | str, params: SamplingParams,
+                     prompt_field: str = "prompt", want_tokens: bool = False) -> RequestStream:  # fmt: skip
+        """Queue a generation of tokens, or of a rendered prompt's text (one round trip: the
+        worker tokenizes it); raises ContextOverflow or QueueFull before anything streams.
+
+        `prompt_field` names the request field an error about the prompt should point at.
+        """
+        capped = replace(params, max_tokens=self.output_cap(params))
+        add_special = isinstance(prompt, str) and self.add_bos(prompt)
+        return await self.runner.start(prompt, capped, prompt_field, add_special, want_tokens)
+
     @asynccontextmanager
-    async def generation(
-        self, prompt: list[int], params: SamplingParams, prompt_field: str = "prompt"
-    ) -> AsyncIterator[Sequence]:
+    async def generation(self, prompt: list[int] | str, params: SamplingParams,
+                         prompt_field: str = "prompt", want_tokens: bool = False,
+                         ) -> AsyncIterator[RequestStream]:  # fmt: skip
         """A queued generation that is cancelled, freeing its slot, however the caller leaves."""
-        seq = await self.submit(prompt, params, prompt_field)
+        stream = await self.submit(prompt, params, prompt_field, want_tokens)
         try:
-            yield seq
+            yield stream
         finally:
-            if seq.status is not Status.FINISHED or seq.finish_reason is None:
-                self.runner.cancel(seq)
+            if not stream.finished:
+                self.runner.cancel(stream)
 
     async def embed(self, inputs: list[list[int]]) -> list[np.ndarray]:
         """One raw (unnormalized) vector per input, pooled the model's way.

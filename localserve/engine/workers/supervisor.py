@@ -18,6 +18,7 @@ import logging
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +66,7 @@ class Device:
     use_extra_bufts: bool | None = None
     models: dict[str, RemoteRunner] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    sent: Counter[str] = field(default_factory=Counter)  # messages to its workers, by kind
 
 
 class WorkerLoader:
@@ -137,6 +139,7 @@ class WorkerLoader:
                 "state": state, "reason": device.failed, "restarts": device.deaths,
                 "last_cause": device.last_cause,
                 "pid": worker.pid if worker and worker.alive else None,
+                "sent": dict(device.sent),
             }  # fmt: skip
         return out
 
@@ -149,15 +152,14 @@ class WorkerLoader:
             if device.deaths:
                 wait = min(BACKOFF_FIRST_S * 2 ** (device.deaths - 1), BACKOFF_MAX_S)
                 time.sleep(max(0.0, device.died_at + wait - time.monotonic()))
-            device.worker = self._spawn(device.name)
+            device.worker = self._spawn(device)
             device.started_at = time.monotonic()
             return device.worker
 
-    def _spawn(self, name: str) -> WorkerProcess:
-        log.info("starting the %s engine worker", name)
-        return WorkerProcess(
-            name, self.settings, self._from_worker(name), self._exited, env=worker_env()
-        )
+    def _spawn(self, device: Device) -> WorkerProcess:
+        log.info("starting the %s engine worker", device.name)
+        return WorkerProcess(device.name, self.settings, self._from_worker(device.name),
+                             self._exited, env=worker_env(), sent=device.sent)  # fmt: skip
 
     def _extra_bufts(self, device: Device, worker: WorkerProcess) -> bool:
         if device.use_extra_bufts is None:

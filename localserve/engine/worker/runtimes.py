@@ -1,0 +1,86 @@
+"""How the engine worker makes a model of each format: its backend and its batcher, on the
+worker's device (blocking: seconds). The daemon only sizes models (engine/residency/loader.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from localserve.backends.base import Backend
+from localserve.engine.batching.batcher import Batcher
+from localserve.formats.errors import refused_as_load_failure
+from localserve.ground import messages as m
+from localserve.ground.errors import LoadFailed
+from localserve.ground.settings import Settings
+
+
+@dataclass
+class Built:
+    """A model made on its device: its backend, its batcher, and the bytes its runtime says it
+    allocated (llama.cpp's "buffer size" lines; 0 where the runtime does not say)."""
+
+    backend: Backend
+    batcher: Batcher
+    buffers: dict[str, int]  # by name, in bytes
+
+    @property
+    def reported_bytes(self) -> int:
+        return sum(self.buffers.values())
+
+
+def build_model(s: Settings, load: m.Load) -> Built:
+    """Make the model. Runs where the kernels run: in the engine worker."""
+    build = _BUILDERS.get(load.model.format)
+    if build is None:
+        raise LoadFailed(f"cannot load '{load.model.name}': unsupported model format "
+                         f"'{load.model.format}'")  # fmt: skip
+    with refused_as_load_failure(load.model.name):  # a file changed since its estimate read it
+        return build(s, load)
+
+
+def _load_gguf(s: Settings, load: m.Load) -> Built:
+    # Imported here so that a format's runtime is only imported when such a model loads.
+    from localserve.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
+    from localserve.backends.llama_runtime import usable_cores
+    from localserve.engine.batching.prompt_cache import PromptCache
+    from localserve.engine.batching.scheduler import Scheduler
+
+    backend_opts = LlamaCppOptions(
+        n_slots=s.parallel,
+        n_ctx_slot=s.ctx,
+        n_batch=s.step_tokens,
+        n_threads=s.threads or usable_cores(),
+        use_extra_bufts=load.use_extra_bufts,
+        gpu_layers=load.gpu_layers,
+        device=load.device,
+    )
+    backend = LlamaCppBackend(load.model.name, load.model.path, backend_opts)
+    cache = PromptCache(load.prompt_cache_bytes) if load.prompt_cache_bytes > 0 else None
+    scheduler = Scheduler(
+        backend, max_waiting=s.max_queue, step_tokens=s.step_tokens, prompt_cache=cache
+    )
+    # What llama.cpp says it allocated, from its own "buffer size" log lines.
+    return Built(backend, scheduler, backend.buffers)
+
+
+def _load_onnx(s: Settings, load: m.Load) -> Built:
+    ref = load.model
+    from localserve.backends.onnx_genai import OnnxGenaiBackend, OnnxOptions
+    from localserve.engine.batching.onnx_batcher import BatchPolicy, OnnxBatcher
+
+    backend = OnnxGenaiBackend(
+        ref.name,
+        ref.path,
+        OnnxOptions(max_batch_size=s.parallel, max_length=s.ctx, n_threads=s.threads),
+    )
+    policy = BatchPolicy(
+        max_batch_size=s.parallel,
+        max_queue_delay_ms=s.batch_delay_ms,
+        max_waiting=s.max_queue,
+    )
+    # onnxruntime-genai reports no allocation sizes: the RSS delta is the cross-check.
+    return Built(backend, OnnxBatcher(backend, policy), {})
+
+
+_BUILDERS: dict[str, Callable[[Settings, m.Load], Built]] = {"gguf": _load_gguf, "onnx": _load_onnx}
