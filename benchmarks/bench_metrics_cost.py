@@ -21,8 +21,8 @@ from _common import cli, publish
 
 from localserve.engine.batching.sequence import Sequence
 from localserve.ground.sampling import SamplingParams
-from localserve.server.metrics import Metrics
-from localserve.server.request_log import Record
+from localserve.server.http.metrics import Metrics
+from localserve.server.http.record import Record
 
 START, END = "<!-- bench_metrics_cost:start -->", "<!-- bench_metrics_cost:end -->"
 # A step at 16 streams on SmolLM2 here takes ~110 ms (bench_serving: ~140 tok/s at 16).

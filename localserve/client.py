@@ -83,7 +83,7 @@ class Client:
 
     def _operator(self) -> dict[str, str]:
         """The local daemon's operator token, when this user can read it: the CLI may import
-        from any folder and needs no key of its own (server/guard.py). Never sent elsewhere:
+        from any folder and needs no key of its own (server/http/guard.py). Never sent elsewhere:
         another machine's daemon on the same port is not this one."""
         if self._host not in ("127.0.0.1", "localhost", "::1"):
             return {}

@@ -9,8 +9,8 @@ import pytest
 from llguidance.llamacpp import lltokenizer_from_vocab
 
 from localserve.ground.call_formats import GENERIC, HERMES, LLAMA3, MISTRAL, call_format
-from localserve.server.answer_parser import AnswerParser
-from localserve.server.tool_calls import grammar, read_tools
+from localserve.server.chat.answer_parser import AnswerParser
+from localserve.server.chat.tool_calls import grammar, read_tools
 
 # llguidance reads the vocabulary through a llama.cpp name deprecated in 0.3.36, once a token.
 pytestmark = pytest.mark.filterwarnings("ignore:llama_token_get_attr:DeprecationWarning")

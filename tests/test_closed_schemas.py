@@ -1,10 +1,10 @@
 """A JSON Schema's objects that list their properties and say nothing of others are closed to
 them (`additionalProperties: false`), as llama.cpp's grammar converter reads them, for tool
-arguments and structured output alike (server/structured.py). Pure logic, no daemon."""
+arguments and structured output alike (server/chat/structured.py). Pure logic, no daemon."""
 
 from __future__ import annotations
 
-from localserve.server.structured import closed
+from localserve.server.chat.structured import closed
 
 PROPS = {"city": {"type": "string"}}
 

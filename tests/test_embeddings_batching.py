@@ -15,7 +15,7 @@ from fakes import WIDTH, FakeBackend
 
 from fakes import LocalRunner
 from localserve.engine.batching.embedding import EmbeddingJob
-from localserve.server.embeddings_api import normalize, shorten
+from localserve.server.embeddings import normalize, shorten
 from localserve.engine.workers.resident import ResidentModel
 from localserve.engine.batching.scheduler import Scheduler
 from localserve.engine.batching.sequence import Sequence

@@ -28,8 +28,8 @@ from daemons import discard, resident
 from gguf_copy import copy_with, model_file
 from localserve.formats.gguf_fim import fim_texts
 from localserve.formats.gguf_header import find_strings, read_header, string_at
-from localserve.server.fim import assemble
-from localserve.server.infill_rules import LineRules
+from localserve.server.chat.fim import assemble
+from localserve.server.llamacpp.infill_rules import LineRules
 
 FIM_MODEL = "smolfim"
 PLAIN_MODEL = "smollm2"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from localserve.ground.errors import BadRequest
-from localserve.server.ollama_options import fit_prompt
-from localserve.server.ollama_template import render
+from localserve.server.ollama.options import fit_prompt
+from localserve.server.ollama.template import render
 
 CHATML = ("{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}"
           "<|im_start|>user\n{{ .Prompt }}<|im_end|>\n<|im_start|>assistant\n{{ .Response }}")

@@ -11,7 +11,7 @@ import pytest
 from helpers import MODEL, raw_request
 from localserve.ground.errors import BadRequest
 from localserve.ground.units import UNSET
-from localserve.server.requests import keep_alive, model_name
+from localserve.server.http.readers import keep_alive, model_name
 
 
 def post(url: str, body: dict[str, Any]) -> tuple[int, Any]:

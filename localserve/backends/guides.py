@@ -1,5 +1,5 @@
 """Constrained answers in the GGUF backend: a grammar (structured output's JSON Schema, or tool
-calls' Lark from server/tool_calls.py) becomes a token mask, applied to a slot's logits before
+calls' Lark from server/chat/tool_calls.py) becomes a token mask, applied to a slot's logits before
 it samples.
 
 The engine is llguidance: it computes the set of tokens the grammar allows next in tens of

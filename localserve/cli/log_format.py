@@ -1,5 +1,5 @@
 """How the daemon's log lines look: text for people, or `--log-format json`: one JSON object
-a line, with a request's fields (request_log.py) as an object of its own."""
+a line, with a request's fields (server/http/request_log.py) as an object of its own."""
 
 from __future__ import annotations
 

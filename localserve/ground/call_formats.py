@@ -3,7 +3,7 @@
 Every family writes calls as JSON objects `{"name": ..., "<args key>": {...}}` between an
 opening, a separator and a closing text; `auto` calls start at the `trigger`. A template that
 renders `tools` itself and names one of these families is served natively (the model was tuned
-on that format); any other model gets the generic prompt of server/tool_calls.py and the
+on that format); any other model gets the generic prompt of server/chat/tool_calls.py and the
 generic format, as llama.cpp's server does for templates without tool support.
 """
 

@@ -104,7 +104,7 @@ class Settings:
     batch_delay_ms: float = setting(
         10.0, NUMBER, "ONNX models: milliseconds a new batch waits for more requests to join"
     )
-    # Who may talk to the daemon (server/guard.py).
+    # Who may talk to the daemon (server/http/guard.py).
     allowed_hosts: tuple[str, ...] = setting(
         (), NAMES_LIST, "more Host names to answer to, comma-separated; localhost, *.localhost "
         "and this machine's addresses always are", unset="none",
@@ -127,14 +127,14 @@ class Settings:
         (), PATHS, "folders /api/admin/import and /scan may read, besides the models folder",
         unset="none",
     )
-    # Limits (server/limits.py).
+    # Limits (server/http/limits.py).
     max_body: int = setting(
         16 << 20, SIZE, "largest request body of generation and embeddings (other endpoints "
         "take 1 MiB)",
     )
     body_timeout: float = setting(30.0, SECONDS, "seconds a request body may take to arrive")
     max_connections: int = setting(256, WHOLE, "open connections at most; more are refused")
-    # What the daemon tells about itself (server/metrics.py, server/request_log.py).
+    # What the daemon tells about itself (server/http/metrics.py, server/http/request_log.py).
     no_metrics: bool = setting(False, SWITCH, "turn GET /metrics off")
     log_format: str = setting("text", LOG_FORMAT, "the log's lines: text, or json (one object a "
                               "line, a request's fields as an object)")

@@ -10,12 +10,16 @@ from aiohttp import web
 
 from localserve import __version__
 from localserve.engine.residency.manager import ModelManager
-from localserve.server import (
-    admin_api, anthropic_api, embeddings_api, guard, infill_api, metrics, ollama_api, openai_api,
-    openapi, request_log, responses_api, store_api, ui,
-)
-from localserve.server.errors import error_response
-from localserve.server.state import MANAGER
+from localserve.server import embeddings, openapi, ui
+from localserve.server.admin import api as admin
+from localserve.server.anthropic import api as anthropic
+from localserve.server.http import guard, metrics, request_log
+from localserve.server.llamacpp import infill
+from localserve.server.ollama import generate as ollama, store
+from localserve.server.openai import completions as openai
+from localserve.server.responses import api as responses
+from localserve.server.http.errors import error_response
+from localserve.server.http.state import MANAGER
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +46,7 @@ async def health(request: web.Request) -> web.Response:
     # What the daemon is busy with besides answering: the tray's "Loading X", "Pulling X 40%".
     return web.json_response(
         {"status": "ok", "version": __version__, "models": [m.name for m in manager.models],
-         "loading": manager.loading, "pulling": list(request.app[store_api.PULLS].values()),
+         "loading": manager.loading, "pulling": list(request.app[store.PULLS].values()),
          "devices": manager.loader.health()}
     )
 
@@ -59,14 +63,14 @@ def build_app(manager: ModelManager) -> web.Application:
     if not settings.no_metrics:
         metrics.install(app)
     app.router.add_get("/health", health)
-    openai_api.add_routes(app)
-    anthropic_api.add_routes(app)
-    responses_api.add_routes(app)
-    admin_api.add_routes(app)
-    ollama_api.add_routes(app)
-    embeddings_api.add_routes(app)
-    store_api.add_routes(app)
-    infill_api.add_routes(app)
+    openai.add_routes(app)
+    anthropic.add_routes(app)
+    responses.add_routes(app)
+    admin.add_routes(app)
+    ollama.add_routes(app)
+    embeddings.add_routes(app)
+    store.add_routes(app)
+    infill.add_routes(app)
     openapi.add_routes(app)
     ui.add_routes(app)
     return app

@@ -3,14 +3,13 @@ read into the same parts (`ChatAsk`), the model held, the prompt rendered and qu
 answer's parsed pieces read as they stream.
 
 The faces differ only in how they read the request and write the answer; everything between is
-here, once: the prompt goes through the model's template (server/chat_plan.py), the tools'
+here, once: the prompt goes through the model's template (server/chat/plan.py), the tools'
 grammar constrains the answer, and the pieces are split into thinking, text and calls
-(server/answer_parser.py).
+(server/chat/answer_parser.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -20,14 +19,15 @@ from aiohttp import web
 
 from localserve.engine.workers.resident import ResidentModel
 from localserve.engine.workers.stream import RequestStream
-from localserve.ground.errors import BadRequest, EngineError
+from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.units import UNSET, KeepAlive
-from localserve.server import request_log
-from localserve.server.answer_parser import THINK_CLOSE, AnswerParser, Parsed
-from localserve.server.chat_plan import ChatPlan, plan_chat
-from localserve.server.state import MANAGER
-from localserve.server.tool_calls import ToolRequest
+from localserve.server.http import request_log
+from localserve.server.chat.answer_parser import THINK_CLOSE, AnswerParser, Parsed
+from localserve.server.chat.pieces import outputs
+from localserve.server.chat.plan import ChatPlan, plan_chat
+from localserve.server.http.state import MANAGER
+from localserve.server.chat.tool_calls import ToolRequest
 
 
 @dataclass
@@ -171,21 +171,15 @@ async def pieces(turn: Turn, idle_s: float | None = None) -> AsyncIterator[Parse
     each time `idle_s` passes with nothing new (a stream's keep-alive). Raises EngineError for
     a sequence that failed."""
     while True:
-        queue = turn.seq.outputs
-        while True:
-            try:
-                delta = await asyncio.wait_for(queue.get(), idle_s) if idle_s else await queue.get()
-            except asyncio.TimeoutError:
+        async for out in outputs(turn.seq, idle_s):
+            if out is None:
                 yield None
-                continue
-            if delta.error:
-                raise EngineError(delta.error)
-            if delta.finish_reason is None:
-                yield turn.parser.feed(delta.text)
-                continue
-            if await turn.next_sequence():
+            elif out.finish_reason is None:
+                yield turn.parser.feed(out.text)
+            elif await turn.next_sequence():
                 # The engine cut the `</think>` that ended the thinking, or it was forced.
-                yield turn.parser.feed(delta.text + THINK_CLOSE)
+                yield turn.parser.feed(out.text + THINK_CLOSE)
                 break
-            yield turn.parser.feed(delta.text, final=True)
-            return
+            else:
+                yield turn.parser.feed(out.text, final=True)
+                return

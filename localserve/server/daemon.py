@@ -13,10 +13,10 @@ from aiohttp import web
 from localserve.ground.errors import EngineError
 from localserve.ground.settings import Settings
 from localserve.engine.residency.manager import ModelManager
-from localserve.server.admin_api import SHUTDOWN
+from localserve.server.admin.api import SHUTDOWN
 from localserve.server.app import build_app
-from localserve.server.guard import is_loopback, operator_token
-from localserve.server.limits import bound_connections
+from localserve.server.http.guard import is_loopback, operator_token
+from localserve.server.http.limits import bound_connections
 
 log = logging.getLogger(__name__)
 

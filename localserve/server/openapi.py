@@ -3,7 +3,7 @@ OpenAI's Responses), llama.cpp's /infill and our own admin endpoints, written fr
 handlers read and answer (the schemas are in server/openapi_schemas.py and
 server/openapi_agents.py).
 
-Errors are in each face's shape (server/errors.py): OpenAI's `{"error": {message, type, param,
+Errors are in each face's shape (server/http/errors.py): OpenAI's `{"error": {message, type, param,
 code}}` everywhere but under /api/, where Ollama's `{"error": "..."}` is, and /v1/messages,
 where Anthropic's `{"type": "error", "error": {type, message}}` is. A streamed answer is
 server-sent events (OpenAI, /infill) or NDJSON (Ollama): its status and shape are decided
@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from localserve import __version__
-from localserve.server import guard
+from localserve.server.http import guard
 from localserve.server.openapi_agents import AGENT_ANSWERS, AGENT_REQUESTS
 from localserve.server.openapi_schemas import ANSWERS, FREE_OBJECT, REQUESTS, Schema, ref
 
@@ -184,7 +184,7 @@ PATHS: dict[str, dict[str, Any]] = {
 
 
 def _guarded(paths: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """server/guard.py answers before any handler: 403 anywhere, 401 where a key is asked."""
+    """server/http/guard.py answers before any handler: 403 anywhere, 401 where a key is asked."""
     for path, item in paths.items():
         face = OLLAMA if path.startswith("/api/") else OPENAI
         face = ANTHROPIC if path.startswith("/v1/messages") else face

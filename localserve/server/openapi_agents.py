@@ -1,5 +1,5 @@
 """The JSON Schemas of /openapi.json for the agent faces (server/openapi.py): Anthropic's
-Messages (anthropic_request.py reads them) and OpenAI's Responses (responses_request.py), each
+Messages (anthropic/request.py reads them) and OpenAI's Responses (responses/request.py), each
 request as its reader takes it and each answer as the face writes it. Fields their readers
 refuse are not listed; a body with an unknown field is a 400.
 """
@@ -10,7 +10,7 @@ from localserve.server.openapi_schemas import (
     FREE_OBJECT, INT, MODEL, NAT, NULL, STOP, STRING, Schema, array, boolean, integer, nullable,
     number, obj, one_of, text,
 )
-from localserve.server.validation import MAX_STOP_CHARS, MAX_STOPS
+from localserve.server.http.validation import MAX_STOP_CHARS, MAX_STOPS
 
 
 def _fixed(properties: dict[str, Schema], *optional: str) -> Schema:

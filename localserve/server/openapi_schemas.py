@@ -1,5 +1,5 @@
 """The JSON Schemas of /openapi.json (server/openapi.py): each request body as its handler reads
-it (the types and ranges server/validation.py checks, the fields it requires) and each answer.
+it (the types and ranges server/http/validation.py checks, the fields it requires) and each answer.
 
 Every optional field also takes JSON null, which the readers treat as not given. Unknown fields
 are ignored by the handlers, so no object here forbids more properties.
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from localserve.server.requests import ROLES
-from localserve.server.validation import MAX_STOP_CHARS, MAX_STOPS
+from localserve.server.http.readers import ROLES
+from localserve.server.http.validation import MAX_STOP_CHARS, MAX_STOPS
 
 Schema = dict[str, Any]
 

@@ -1,7 +1,7 @@
 """GET /ui: the daemon's web page (chat, models, live figures), served from files in the
 package: no CDN, nothing fetched from anywhere else, and a Content-Security-Policy that says so
 to the browser. The page calls the API it came from, so it is a same-origin caller under
-guard.py's rules; it asks for the API key when the daemon wants one."""
+http/guard.py's rules; it asks for the API key when the daemon wants one."""
 
 from __future__ import annotations
 

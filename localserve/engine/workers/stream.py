@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from localserve.ground import messages as m
@@ -83,11 +82,3 @@ class RequestStream:
             self.queued_s, first - self.created_at if first is not None else None, decode,
             end - self.created_at, decode / after_first if after_first > 0 else None,
         )  # fmt: skip
-
-    async def stream(self) -> AsyncIterator[m.Output]:
-        """Outputs as they come, ending with the one that carries a finish reason."""
-        while True:
-            out = await self.outputs.get()
-            yield out
-            if out.finish_reason is not None:
-                return

@@ -1,6 +1,6 @@
 """OpenAI's Responses face: POST /v1/responses, GET and DELETE /v1/responses/{id}, as Codex and
-the `openai` SDK's `client.responses` speak them (requests are read in responses_request.py,
-stored ones kept in responses_store.py).
+the `openai` SDK's `client.responses` speak them (requests are read in responses/request.py,
+stored ones kept in responses/store.py).
 
 An answer is output items: `reasoning` (the thinking, as `reasoning_text` content, and as its
 summary when one is asked for), `message` with `output_text`, and `function_call` with its
@@ -22,13 +22,13 @@ from typing import Any
 from aiohttp import web
 
 from localserve.ground.errors import EngineError
-from localserve.server.answer_blocks import CALL, THINKING, AnswerBlocks, Block
+from localserve.server.chat.answer_blocks import CALL, THINKING, AnswerBlocks, Block
 from localserve.server.chat_turn import Turn, chat_turn, pieces
-from localserve.server.errors import Refused
-from localserve.server.requests import read_json
-from localserve.server.responses_request import ResponsesRequest, read_request
-from localserve.server.responses_store import RESPONSES, ResponseStore
-from localserve.server.streaming import open_sse, send_named
+from localserve.server.http.errors import Refused
+from localserve.server.http.readers import read_json
+from localserve.server.responses.request import ResponsesRequest, read_request
+from localserve.server.responses.store import RESPONSES, ResponseStore
+from localserve.server.http.streaming import open_sse, send_named
 
 
 def not_found(response_id: str, param: str | None = None) -> Refused:

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 class Refused(Exception):
-    """The HTTP edge's own refusals (server/guard.py, server/limits.py): a status, a message
+    """The HTTP edge's own refusals (server/http/guard.py, server/http/limits.py): a status, a message
     that says what to change, and the setting or field it names."""
 
     KINDS = {401: "authentication_error", 403: "permission_error", 408: "timeout_error",

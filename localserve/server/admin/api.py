@@ -15,9 +15,9 @@ from localserve.engine.residency.placement import Pin
 from localserve.engine.residency.pools import CPU
 from localserve.engine.workers.resident import ResidentModel
 from localserve.formats.memory import sum_estimates
-from localserve.server import validation as v
-from localserve.server.requests import keep_alive, model_name, read_json
-from localserve.server.state import MANAGER
+from localserve.server.http import validation as v
+from localserve.server.http.readers import keep_alive, model_name, read_json
+from localserve.server.http.state import MANAGER
 
 # Set by the daemon: POST /api/admin/shutdown sets it, and the daemon stops as on SIGTERM.
 SHUTDOWN = web.AppKey("shutdown", asyncio.Event)

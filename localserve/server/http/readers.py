@@ -10,9 +10,9 @@ from aiohttp import web
 
 from localserve.ground.errors import BadRequest
 from localserve.ground.units import UNSET, KeepAlive, parse_keep_alive
-from localserve.server import limits
-from localserve.server import validation as v
-from localserve.server.state import MANAGER
+from localserve.server.http import limits
+from localserve.server.http import validation as v
+from localserve.server.http.state import MANAGER
 
 
 # The parsed body, kept on the request for its log line (request_log.py's --log-prompts).
@@ -20,7 +20,7 @@ BODY = "localserve.body"
 
 
 async def read_json(request: web.Request) -> v.JSON:
-    """The body as a JSON object, within the limits of server/limits.py."""
+    """The body as a JSON object, within the limits of server/http/limits.py."""
     raw = await limits.read_body(request, request.app[MANAGER].settings)
     try:
         body = limits.parse_json(raw)

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from localserve.ground.settings import OPERATOR_HEADER, Settings, operator_token_path
-from localserve.server.errors import Refused
+from localserve.server.http.errors import Refused
 from localserve.server import ui
 
 log = logging.getLogger(__name__)
@@ -199,7 +199,7 @@ async def add_cors_headers(request: web.Request, response: web.StreamResponse) -
     if origin is not None and request.app[GUARD].origin_allowed(origin):
         response.headers["Access-Control-Allow-Origin"] = origin
         response.headers["Access-Control-Allow-Credentials"] = "true"
-        # A page may read the request's id (request_log.py), to quote it in a bug report.
+        # A page may read the request's id (server/http/request_log.py), to quote it in a bug report.
         response.headers["Access-Control-Expose-Headers"] = "X-Request-Id"
         response.headers.add("Vary", "Origin")
 

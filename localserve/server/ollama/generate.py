@@ -3,7 +3,7 @@
 Answers stream as NDJSON by default (`"stream": false` for one object); the last object carries
 `done_reason` and the timings, in nanoseconds. As in Ollama, a request with no prompt (no
 messages) only loads the model, and with `keep_alive: 0` unloads it. The store's endpoints live
-in `store_api.py`, the embeddings in `embeddings_api.py`, /api/ps in `admin_api.py`.
+in `ollama/store.py`, the embeddings in `server/embeddings.py`, /api/ps in `admin/api.py`.
 """
 
 from __future__ import annotations
@@ -21,20 +21,23 @@ from localserve.ground.units import KeepAlive
 from localserve.engine.residency.placement import Pin
 from localserve.engine.workers.resident import ResidentModel
 from localserve.engine.workers.stream import RequestStream
-from localserve.server import fim, ollama_template, request_log
-from localserve.server.answer_parser import AnswerParser, Parsed
-from localserve.server.chat_plan import ChatPlan, plan_chat
-from localserve.server.tool_calls import read_tools
-from localserve.server import validation as v
-from localserve.server.ollama_options import (
+from localserve.server.chat import fim
+from localserve.server.ollama import template as ollama_template
+from localserve.server.http import request_log
+from localserve.server.chat.answer_parser import AnswerParser, Parsed
+from localserve.server.chat.pieces import parsed, whole
+from localserve.server.chat.plan import ChatPlan, plan_chat
+from localserve.server.chat.tool_calls import read_tools
+from localserve.server.http import validation as v
+from localserve.server.ollama.options import (
     OllamaOptions,
     answer_room,
     fit_prompt,
     options_from,
     window,
 )
-from localserve.server.requests import chat_messages, keep_alive, model_name, read_json
-from localserve.server.state import MANAGER
+from localserve.server.http.readers import chat_messages, keep_alive, model_name, read_json
+from localserve.server.http.state import MANAGER
 
 # What /api/version reports: the Ollama API level this face speaks (tools check it to enable
 # /api/embed and load/unload by keep_alive; Codex wants 0.13.4 or later for /v1/responses), not
@@ -132,7 +135,7 @@ class OllamaGeneration:
         prompt = v.string(body, "prompt") or ""
         system = v.string(body, "system")
         template = v.string(body, "template")
-        fill = fim.ollama_fill(body)  # a suffix: fill-in-the-middle, raw or not (server/fim.py)
+        fill = fim.ollama_fill(body)  # a suffix: fill-in-the-middle, raw or not (server/chat/fim.py)
         if fill is not None:
             tokens = (await fim.encode(model, fill, window=ctx)).tokens
         elif v.boolean(body, "raw", False):
@@ -211,28 +214,21 @@ class OllamaGeneration:
         return body
 
     async def _collect(self, seq: RequestStream, parser: AnswerParser) -> web.Response:
-        parts: list[str] = []
-        async for delta in seq.stream():
-            if delta.error:
-                raise EngineError(delta.error)
-            parts.append(delta.text)
-        return web.json_response(self._final(seq, parser.feed("".join(parts), final=True)))
+        return web.json_response(self._final(seq, await whole(seq, parser)))
 
     async def _stream(self, seq: RequestStream, parser: AnswerParser) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         await response.prepare(self.request)
-        async for delta in seq.stream():
-            if delta.error:
-                # Ollama's clients raise ResponseError on an object with an "error" key.
-                await _send(response, {"error": delta.error})
-                break
-            finished = delta.finish_reason is not None
-            piece = parser.feed(delta.text, final=finished)
-            if piece:
-                await _send(response, {**self._head(), **self._piece(piece.content, piece),
-                                       "done": False})  # fmt: skip
-            if finished:
-                await _send(response, self._final(seq, Parsed()))
+        try:
+            async for piece in parsed(seq, parser):
+                if piece:
+                    await _send(response, {**self._head(), **self._piece(piece.content, piece),
+                                           "done": False})  # fmt: skip
+        except EngineError as exc:
+            # Ollama's clients raise ResponseError on an object with an "error" key.
+            await _send(response, {"error": str(exc)})
+        else:
+            await _send(response, self._final(seq, Parsed()))
         await response.write_eof()
         return response
 

@@ -22,10 +22,10 @@ from aiohttp import web
 
 from localserve.ground.errors import BadRequest, ContextOverflow
 from localserve.engine.workers.resident import ResidentModel
-from localserve.server import validation as v
-from localserve.server.ollama_options import window
-from localserve.server.requests import keep_alive, model_name, read_json
-from localserve.server.state import MANAGER
+from localserve.server.http import validation as v
+from localserve.server.ollama.options import window
+from localserve.server.http.readers import keep_alive, model_name, read_json
+from localserve.server.http.state import MANAGER
 
 
 # Normalization is the face's business: the engine returns raw pooled vectors.

@@ -1,5 +1,5 @@
 """Anthropic's face: POST /v1/messages and /v1/messages/count_tokens, as Claude Code and the
-official `anthropic` clients speak them (the request's reading is in anthropic_request.py).
+official `anthropic` clients speak them (the request's reading is in anthropic/request.py).
 
 An answer is content blocks (`text`, `thinking`, `tool_use` with its `input` as an object),
 a `stop_reason` (`end_turn`, `max_tokens`, `stop_sequence`, `tool_use`) and `usage`, whose
@@ -18,12 +18,12 @@ from typing import Any
 from aiohttp import web
 
 from localserve.ground.errors import EngineError
-from localserve.server.anthropic_request import MessagesRequest, read_request
-from localserve.server.answer_blocks import CALL, TEXT, THINKING, AnswerBlocks, Block
-from localserve.server.answer_parser import Call
+from localserve.server.anthropic.request import MessagesRequest, read_request
+from localserve.server.chat.answer_blocks import CALL, TEXT, THINKING, AnswerBlocks, Block
+from localserve.server.chat.answer_parser import Call
 from localserve.server.chat_turn import Turn, chat_turn, pieces, prompt_tokens
-from localserve.server.requests import read_json
-from localserve.server.streaming import open_sse, send_named
+from localserve.server.http.readers import read_json
+from localserve.server.http.streaming import open_sse, send_named
 
 PING_S = 10.0
 

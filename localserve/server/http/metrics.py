@@ -16,17 +16,14 @@ One registry per app, so daemons in one process (tests) do not share counters.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from localserve.engine.residency.manager import ModelManager
-from localserve.server.state import MANAGER
-
-if TYPE_CHECKING:
-    from localserve.server.request_log import Record
+from localserve.server.http.state import MANAGER
+from localserve.server.http.record import Record
 
 # Seconds: from a cached prompt's first token (~10 ms) to a long prompt on 2 cores (a minute).
 LATENCY = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)

@@ -19,7 +19,7 @@ into a `ChatAsk`.
 - `reasoning.effort`: `none` does not think; any other asks a model that thinks to think (one
   that does not answers directly). `reasoning.summary` returns the thinking as the reasoning
   item's summary too.
-- `store`, `previous_response_id`: see responses_store.py.
+- `store`, `previous_response_id`: see responses/store.py.
 - `include`, `prompt_cache_key`, `prompt_cache_retention`, `client_metadata`, `metadata`,
   `user`, `safety_identifier`, `service_tier`, `stream_options` and `text.verbosity` are
   accepted and have no effect here (`metadata` is echoed back).
@@ -35,11 +35,11 @@ from typing import Any
 
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import Grammar, SamplingParams
-from localserve.server import structured
-from localserve.server import validation as v
+from localserve.server.chat import structured
+from localserve.server.http import validation as v
 from localserve.server.chat_turn import ChatAsk
-from localserve.server.requests import model_name, text_content
-from localserve.server.tool_calls import read_tools
+from localserve.server.http.readers import model_name, text_content
+from localserve.server.chat.tool_calls import read_tools
 
 NO_EFFECT = {"include": "strings", "prompt_cache_key": "string",
              "prompt_cache_retention": "string", "client_metadata": "object",

@@ -1,7 +1,7 @@
 """What a chat request asks of the template and of the answer, the same for both faces: the
-tools it offers (server/tool_calls.py), whether a reasoning model thinks, and so how the prompt
+tools it offers (server/chat/tool_calls.py), whether a reasoning model thinks, and so how the prompt
 is rendered, which grammar constrains the answer and how the answer is split
-(server/answer_parser.py)."""
+(server/chat/answer_parser.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from localserve.engine.workers.resident import ResidentModel
 from localserve.ground.call_formats import CallFormat, call_format, thinks
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import SamplingParams
-from localserve.server import tool_calls
-from localserve.server.answer_parser import THINK_OPEN, AnswerParser
-from localserve.server.tool_calls import ToolRequest
+from localserve.server.chat import tool_calls
+from localserve.server.chat.answer_parser import THINK_OPEN, AnswerParser
+from localserve.server.chat.tool_calls import ToolRequest
 
 
 @dataclass

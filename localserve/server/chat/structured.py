@@ -10,7 +10,7 @@ from typing import Any
 
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import Grammar
-from localserve.server import validation as v
+from localserve.server.http import validation as v
 
 ANY_OBJECT = json.dumps({"type": "object"})
 # Where a schema holds more schemas: by name, a list of them, or a map of names to them.

@@ -27,7 +27,7 @@ from typing import Any
 
 from localserve.engine.workers.resident import ResidentModel
 from localserve.ground.errors import BadRequest
-from localserve.server import validation as v
+from localserve.server.http import validation as v
 
 # llama.cpp's texts for the repo-level header (its server names no project and no file).
 _REPO = "myproject\n"

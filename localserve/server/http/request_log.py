@@ -20,7 +20,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -28,8 +27,9 @@ from aiohttp import web
 from localserve.engine.workers.resident import ResidentModel
 from localserve.engine.workers.stream import RequestStream
 from localserve.ground.sampling import SamplingParams
-from localserve.server.metrics import METRICS
-from localserve.server.requests import BODY
+from localserve.server.http.metrics import METRICS
+from localserve.server.http.record import CLIENT_LEFT, Record
+from localserve.server.http.readers import BODY
 
 log = logging.getLogger("localserve.requests")
 
@@ -37,49 +37,8 @@ HEADER = "X-Request-Id"
 # A client's id is echoed only when it is short and printable: it goes into logs and headers.
 _USABLE_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 _POLLS = frozenset({"/health", "/metrics", "/api/ps", "/api/version", "/"})
-# nginx's status for a client that left before its answer was whole.
-CLIENT_LEFT = 499
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@dataclass
-class Record:
-    id: str
-    face: str
-    path: str
-    started: float
-    model: str | None = None
-    sequence: RequestStream | None = None
-    status: int = 0
-    seconds: float = 0.0
-
-    def fields(self) -> dict[str, Any]:
-        seq = self.sequence
-        out: dict[str, Any] = {"id": self.id, "face": self.face, "path": self.path,
-                               "model": self.model, "status": self.status,
-                               "seconds": round(self.seconds, 4)}  # fmt: skip
-        if seq is not None:
-            ttft = seq.timings().ttft_s
-            out.update(
-                prompt_tokens=seq.prompt_tokens, cached_tokens=seq.cached_tokens,
-                generated_tokens=seq.completion_tokens,
-                ttft=round(ttft, 4) if ttft is not None else None,
-                ended=seq.finish_reason or ("cancelled" if self.status == CLIENT_LEFT else None),
-            )  # fmt: skip
-        return out
-
-    def line(self, fields: dict[str, Any] | None = None) -> str:
-        f = fields or self.fields()
-        text = f"{f['id']} {f['face']} {f['path']} {f['model'] or '-'} {f['status']}"
-        if self.sequence is not None:
-            ttft = f"{f['ttft']:.3f}s" if f["ttft"] is not None else "-"
-            text += (f" prompt={f['prompt_tokens']} cached={f['cached_tokens']} "
-                     f"generated={f['generated_tokens']} ttft={ttft}")  # fmt: skip
-        text += f" total={self.seconds:.3f}s"
-        if self.sequence is not None:
-            text += f" ended={f['ended'] or '-'}"
-        return text
 
 
 RECORD = "localserve.record"

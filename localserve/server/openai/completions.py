@@ -14,15 +14,18 @@ from localserve.ground.errors import BadRequest, EngineError, ModelNotFound
 from localserve.engine.workers.resident import ResidentModel
 from localserve.ground.sampling import SamplingParams
 from localserve.engine.workers.stream import RequestStream
-from localserve.server import fim, request_log, structured
-from localserve.server.answer_parser import AnswerParser, Call, Parsed
-from localserve.server.chat_plan import plan_chat, template_kwargs
+from localserve.server.chat import fim
+from localserve.server.http import request_log
+from localserve.server.chat import structured
+from localserve.server.chat.answer_parser import AnswerParser, Call, Parsed
+from localserve.server.chat.pieces import parsed, whole
+from localserve.server.chat.plan import plan_chat, template_kwargs
 from localserve.server.chat_turn import check_room
-from localserve.server.tool_calls import read_tools
-from localserve.server import validation as v
-from localserve.server.requests import chat_messages, keep_alive, model_name, read_json
-from localserve.server.state import MANAGER, context_length
-from localserve.server.streaming import open_sse, send_done, send_event
+from localserve.server.chat.tool_calls import read_tools
+from localserve.server.http import validation as v
+from localserve.server.http.readers import chat_messages, keep_alive, model_name, read_json
+from localserve.server.http.state import MANAGER, context_length
+from localserve.server.http.streaming import open_sse, send_done, send_event
 
 
 def sampling_from(body: v.JSON) -> SamplingParams:
@@ -211,12 +214,7 @@ class Generation:
         return [{"index": 0, "delta": d, "logprobs": None, "finish_reason": None} for d in deltas]
 
     async def _collect(self, model: ResidentModel, seq: RequestStream, parser: AnswerParser) -> web.Response:
-        parts: list[str] = []
-        async for delta in seq.stream():
-            if delta.error:
-                raise EngineError(delta.error)
-            parts.append(delta.text)
-        answer = parser.feed("".join(parts), final=True)
+        answer = await whole(seq, parser)
         choice = self._message(answer, finish_reason(seq, answer.calls))
         body = self._envelope(model, choice, False)
         body["usage"] = usage(seq)
@@ -231,19 +229,16 @@ class Generation:
             first = self._choice(None, None, True)
             first["delta"] = {"role": "assistant", "content": ""}
             await send_event(response, {**self._envelope(model, first, True), **extra})
-        async for delta in seq.stream():
-            if delta.error:
-                await send_event(
-                    response, {"error": {"message": delta.error, "type": "server_error"}}
-                )
-                break
-            finished = delta.finish_reason is not None
-            piece = parser.feed(delta.text, final=finished)
-            for choice in self._deltas(piece):
-                await send_event(response, {**self._envelope(model, choice, True), **extra})
-            if finished:
-                choice = self._choice(None, finish_reason(seq, parser.calls), True)
-                await send_event(response, {**self._envelope(model, choice, True), **extra})
+        try:
+            async for piece in parsed(seq, parser):
+                assert piece is not None
+                for choice in self._deltas(piece):
+                    await send_event(response, {**self._envelope(model, choice, True), **extra})
+        except EngineError as exc:
+            await send_event(response, {"error": {"message": str(exc), "type": "server_error"}})
+        else:
+            choice = self._choice(None, finish_reason(seq, parser.calls), True)
+            await send_event(response, {**self._envelope(model, choice, True), **extra})
         if include_usage:
             tail = self._envelope(model, self._choice(None, None, True), True)
             tail["choices"] = []

@@ -17,7 +17,7 @@ from aiohttp import web
 
 from localserve.ground.settings import Settings
 from localserve.ground.units import format_size
-from localserve.server.errors import Refused
+from localserve.server.http.errors import Refused
 
 log = logging.getLogger(__name__)
 

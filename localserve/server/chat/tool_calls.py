@@ -20,8 +20,8 @@ from typing import Any
 from localserve.ground.call_formats import NAME_KEY, CallFormat
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import JSON_STYLE, Grammar
-from localserve.server import validation as v
-from localserve.server.structured import closed
+from localserve.server.http import validation as v
+from localserve.server.chat.structured import closed
 
 FIELD = "tools"
 GENERIC_PROMPT = (

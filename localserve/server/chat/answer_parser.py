@@ -3,7 +3,7 @@ thinking, the content, and tool calls.
 
 Text streams on at once except a tail that could be the start of a marker (`<think>`,
 `</think>`, a call's trigger), which waits for the next piece. A call is handed over whole,
-once its JSON object is complete; with grammar enforcement (server/tool_calls.py) the text from
+once its JSON object is complete; with grammar enforcement (server/chat/tool_calls.py) the text from
 the trigger on is always a well-formed call, and one cut short (max_tokens) is given back as
 content, as it was written.
 """

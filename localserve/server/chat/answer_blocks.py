@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from localserve.server.answer_parser import Call, Parsed
+from localserve.server.chat.answer_parser import Call, Parsed
 
 THINKING, TEXT, CALL = "thinking", "text", "call"
 

@@ -32,11 +32,11 @@ from typing import Any
 
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import SamplingParams
-from localserve.server import structured
-from localserve.server import validation as v
+from localserve.server.chat import structured
+from localserve.server.http import validation as v
 from localserve.server.chat_turn import ChatAsk
-from localserve.server.requests import model_name
-from localserve.server.tool_calls import read_tools
+from localserve.server.http.readers import model_name
+from localserve.server.chat.tool_calls import read_tools
 
 BILLING_HEADER = "x-anthropic-billing-header:"
 NO_EFFECT = {"metadata": "object", "cache_control": "object", "context_management": "object",

@@ -4,7 +4,7 @@ The request is llama.cpp's: `input_prefix`, `input_suffix`, `input_extra` (other
 {filename, text}), `prompt` (text after the prefix), `n_predict` (-1: no cap; 0: only prefill,
 which llama.vscode sends to warm the cache), the sampling fields, `samplers`, `stop`, `stream`,
 `n_indent` and `t_max_predict_ms` (infill_rules.py). `model` may be left out: llama.cpp serves
-one model, so the first loaded one answers. The prompt is built by server/fim.py. The answer is
+one model, so the first loaded one answers. The prompt is built by server/chat/fim.py. The answer is
 in llama.cpp's /completion shape (`content`, `stop`, `tokens_predicted`, `tokens_evaluated`,
 `stop_type`, `truncated`, `tokens_cached`, `timings`), streamed as `data: {...}` events with no
 [DONE], as llama.cpp streams it.
@@ -30,12 +30,14 @@ from localserve.engine.workers.resident import ResidentModel
 from localserve.engine.workers.stream import RequestStream
 from localserve.ground.errors import BadRequest, EngineError
 from localserve.ground.sampling import SamplingParams
-from localserve.server import fim, request_log
-from localserve.server import validation as v
-from localserve.server.infill_rules import LineRules
-from localserve.server.requests import keep_alive, read_json
-from localserve.server.state import MANAGER
-from localserve.server.streaming import open_sse, send_event
+from localserve.server.chat import fim
+from localserve.server.http import request_log
+from localserve.server.http import validation as v
+from localserve.server.llamacpp.infill_rules import LineRules
+from localserve.server.http.readers import keep_alive, read_json
+from localserve.server.http.state import MANAGER
+from localserve.server.chat.pieces import outputs
+from localserve.server.http.streaming import open_sse, send_event
 
 # llama.cpp's fields we do not honour, with the value that changes nothing.
 _IDLE_DEFAULTS: dict[str, Any] = {
@@ -215,9 +217,8 @@ class _Answer:
     async def pieces(self, rules: LineRules) -> Any:
         """The text to send, piece by piece, until the sequence or a line rule ends it."""
         seq = self.seq
-        async for delta in seq.stream():
-            if delta.error:
-                raise EngineError(delta.error)
+        async for delta in outputs(seq):
+            assert delta is not None
             if self.prefill_only:
                 continue
             since = time.monotonic() - (seq.first_token_at or time.monotonic())

@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from localserve.engine.residency.placement import Pin
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import SamplingParams
-from localserve.server import structured
-from localserve.server import validation as v
+from localserve.server.chat import structured
+from localserve.server.http import validation as v
 
 log = logging.getLogger(__name__)
 

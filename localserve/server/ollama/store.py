@@ -20,12 +20,12 @@ from aiohttp import web
 from localserve.ground.errors import BadRequest
 from localserve.ground.model import ModelRef
 from localserve.ground.units import parameter_size
-from localserve.server import fim
-from localserve.server import validation as v
-from localserve.server.errors import Refused, classify
-from localserve.server.guard import OPERATOR
-from localserve.server.requests import model_name, read_json
-from localserve.server.state import MANAGER, context_length
+from localserve.server.chat import fim
+from localserve.server.http import validation as v
+from localserve.server.http.errors import Refused, classify
+from localserve.server.http.guard import OPERATOR
+from localserve.server.http.readers import model_name, read_json
+from localserve.server.http.state import MANAGER, context_length
 from localserve.store.hub import looks_like_ref, parse_ref
 from localserve.store.importer import import_model, scan
 from localserve.store.library import Library

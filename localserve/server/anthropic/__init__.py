@@ -1,0 +1,1 @@
+"""Anthropic's face: the Messages API (Claude Code's) and count_tokens."""

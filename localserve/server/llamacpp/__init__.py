@@ -1,0 +1,1 @@
+"""llama.cpp's /infill, in its /completion shape (llama.vscode, llama.vim)."""

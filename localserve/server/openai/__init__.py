@@ -1,0 +1,1 @@
+"""OpenAI's face: chat and text completions, and the model list."""
