@@ -3,7 +3,7 @@ statistics, the doc section.
 
 Each script runs its servers one at a time, in their own session, and stops them (SIGTERM,
 then kill) however the run ends. Free ports, readiness polls, stopping and the JSON calls to a
-daemon are the test suite's own (tests/daemons.py), so both start servers the same way.
+daemon are the test suite's own (tests/support/daemons.py), so both start servers the same way.
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ from typing import NoReturn
 import aiohttp
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
 
 # free_port and serve_command are the scripts' too: their servers' ports and localserve's argv.
-from daemons import (NotReady, answers, free_port, serve_command, stop_daemon,  # noqa: E402, F401
+from tests.support.daemons import (NotReady, answers, free_port, serve_command, stop_daemon,  # noqa: E402, F401
                      wait_ready)
 
 DOC = REPO / "docs" / "benchmarks.md"
@@ -270,7 +269,7 @@ def write_doc(text: str, start: str, end: str) -> None:
     else:
         doc = ("# Benchmarks\n\nRun from the repository root with the bench extra installed "
                "(`pip install -e '.[bench]'`):\n\n"
-               "```\npython benchmarks/bench_serving.py\npython benchmarks/bench_swap.py\n```\n\n"
+               "```\npython -m benchmarks.bench_serving\npython -m benchmarks.bench_swap\n```\n\n"
                "Each run replaces its own section below; see `--help` for options.\n")
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
     if pattern.search(doc):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import BASE_SUFFIX, Results, Sample, div, machine, percentile, versions
+from benchmarks._common import BASE_SUFFIX, Results, Sample, div, machine, percentile, versions
 
 START, END = "<!-- bench_swap:start -->", "<!-- bench_swap:end -->"
 MiB = 1 << 20

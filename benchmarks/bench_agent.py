@@ -13,8 +13,8 @@ Two shapes, replayed with tool definitions of our own:
 
 Each server runs alone, Gemma 3 270M with 32k tokens a slot, greedy answers of ANSWER tokens.
 
-    python benchmarks/bench_agent.py --llama-server BIN        # writes docs/benchmarks.md
-    python benchmarks/bench_agent.py --no-write
+    python -m benchmarks.bench_agent --llama-server BIN        # writes docs/benchmarks.md
+    python -m benchmarks.bench_agent --no-write
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from _common import cli, client_session, free_port, publish, running, serve_command, versions
+from benchmarks._common import cli, client_session, free_port, publish, running, serve_command, versions
 
 MARKERS = ("<!-- bench_agent:start -->", "<!-- bench_agent:end -->")
 CTX = 32768
@@ -289,7 +289,7 @@ def main(argv: list[str]) -> int:
         f"Versions: {versions()}",
         f"Model: Gemma 3 270M Q4_K_M, {CTX} tokens a slot, 2 slots; answers of {ANSWER} "
         "greedy tokens; each server alone on the machine, one after the other",
-        "Command: `python benchmarks/bench_agent.py"
+        "Command: `python -m benchmarks.bench_agent"
         + (f" --llama-server {args.llama_server}`" if args.llama_server else "`"),
     ]
     if args.llama_server:

@@ -11,8 +11,8 @@ The first two share decode calls in the model's batcher; the baseline runs one i
 Each way runs `--rounds` times; we report the best round (the machine is shared and noisy),
 print a table as we go and (unless --no-write) update docs/benchmarks.md.
 
-    python benchmarks/bench_embeddings.py                             # full run, writes the doc
-    python benchmarks/bench_embeddings.py --inputs 32 --rounds 1 --no-write   # smoke
+    python -m benchmarks.bench_embeddings                             # full run, writes the doc
+    python -m benchmarks.bench_embeddings --inputs 32 --rounds 1 --no-write   # smoke
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
-from _common import (REPO, cli, client_session, div, free_port, machine, running, serve_command,
+from benchmarks._common import (REPO, cli, client_session, div, free_port, machine, running, serve_command,
                      versions, write_doc)
 
 START, END = "<!-- bench_embeddings:start -->", "<!-- bench_embeddings:end -->"

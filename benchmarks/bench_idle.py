@@ -6,8 +6,8 @@ unloaded it again (the worker stays, empty). Reported: the RSS of the daemon and
 process under it, and their CPU time over the window as a share of one core. The issue's target
 is < 1 % CPU and < 150 MB RSS in total with no model loaded.
 
-    python benchmarks/bench_idle.py                  # writes docs/benchmarks.md
-    python benchmarks/bench_idle.py --seconds 5 --no-write
+    python -m benchmarks.bench_idle                  # writes docs/benchmarks.md
+    python -m benchmarks.bench_idle --seconds 5 --no-write
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 import psutil
-from _common import cli, free_port, machine, running, serve_command, write_doc
-from daemons import get_json, post_json, resident
+from benchmarks._common import cli, free_port, machine, running, serve_command, write_doc
+from tests.support.daemons import get_json, post_json, resident
 
 START, END = "<!-- bench_idle:start -->", "<!-- bench_idle:end -->"
 HEADER = ("| state | processes | RSS total (MB) | CPU (% of one core) | target |\n"

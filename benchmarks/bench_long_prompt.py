@@ -5,8 +5,8 @@ prompt arrives. We report that prompt's time to first token and the gaps between
 streams' tokens while it prefills (the longest, and the median of the per-round longest), over
 several rounds, each server alone on the machine.
 
-    python benchmarks/bench_long_prompt.py --llama-server BIN     # writes docs/benchmarks.md
-    python benchmarks/bench_long_prompt.py --rounds 1 --no-write
+    python -m benchmarks.bench_long_prompt --llama-server BIN     # writes docs/benchmarks.md
+    python -m benchmarks.bench_long_prompt --rounds 1 --no-write
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
-from _common import (REPO, cli, client_session, free_port, machine, running, serve_command,
+from benchmarks._common import (REPO, cli, client_session, free_port, machine, running, serve_command,
                      stream_chat)
-from _common import versions, write_doc
+from benchmarks._common import versions, write_doc
 
 START, END = "<!-- bench_long_prompt:start -->", "<!-- bench_long_prompt:end -->"
 SLOTS, CTX = 4, 4096

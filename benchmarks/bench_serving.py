@@ -5,8 +5,8 @@ warm-up request, then for every concurrency level C, C workers send streamed cha
 completions back to back. Per level we report aggregate completion tokens/s and TTFT
 p50/p95, print a table as we go and (unless --no-write) update docs/benchmarks.md.
 
-    python benchmarks/bench_serving.py                      # full run, writes the doc
-    python benchmarks/bench_serving.py --concurrency 1,2 --max-tokens 16 --rounds 1 --no-write
+    python -m benchmarks.bench_serving                      # full run, writes the doc
+    python -m benchmarks.bench_serving --concurrency 1,2 --max-tokens 16 --rounds 1 --no-write
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
-from _common import (BASE_SUFFIX, PROMPTS, REPO, Results, Sample, cli, client_session, div,
+from benchmarks._common import (BASE_SUFFIX, PROMPTS, REPO, Results, Sample, cli, client_session, div,
                      free_port, machine, running, serve_command, stream_chat, tree_env, versions,
                      write_doc)
 

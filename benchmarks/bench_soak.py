@@ -18,8 +18,8 @@ daemon and engine worker after its warm-up and at its end, and slots free at the
 daemon's traffic; then the issue's figures: 0 errors, A's RSS drift < 5 % after warm-up, every
 slot free at the end, tokens/s over A's last five minutes >= 0.95x its first five.
 
-    python benchmarks/bench_soak.py                               # 30 minutes, writes the doc
-    python benchmarks/bench_soak.py --minutes 2 --streams 8 --no-write
+    python -m benchmarks.bench_soak                               # 30 minutes, writes the doc
+    python -m benchmarks.bench_soak --minutes 2 --streams 8 --no-write
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from _common import (PROMPTS, cli, client_session, cpu_busy, free_port, machine, running,
+from benchmarks._common import (PROMPTS, cli, client_session, cpu_busy, free_port, machine, running,
                      serve_command, tail, versions, write_doc)
-from bench_swap import server_env
-from daemons import TimedOut, load_counts, poll, resident, stats
+from benchmarks.bench_swap import server_env
+from tests.support.daemons import TimedOut, load_counts, poll, resident, stats
 
 START, END = "<!-- bench_soak:start -->", "<!-- bench_soak:end -->"
 MiB = 1 << 20

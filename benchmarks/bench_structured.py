@@ -5,8 +5,8 @@ The schema becomes a token mask (llguidance), applied to each constrained slot's
 it samples (backends/guides.py). Rounds alternate constrained and free, so both see the
 same machine; the figure is the median over rounds. The issue's target: constrained >= 0.9x.
 
-    python benchmarks/bench_structured.py            # writes docs/benchmarks.md
-    python benchmarks/bench_structured.py --rounds 2 --no-write
+    python -m benchmarks.bench_structured            # writes docs/benchmarks.md
+    python -m benchmarks.bench_structured --rounds 2 --no-write
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import openai
-from _common import cli, free_port, publish, running, serve_command
+from benchmarks._common import cli, free_port, publish, running, serve_command
 
 START, END = "<!-- bench_structured:start -->", "<!-- bench_structured:end -->"
 STREAMS = 8
@@ -89,7 +89,7 @@ def main(argv: list[str]) -> int:
                             f"{'met' if b / f >= 0.9 else 'missed'} |")
                 print(rows[-1], flush=True)
     publish((START, END), "## Structured output (`bench_structured.py`)", [
-        f"Command: `python benchmarks/bench_structured.py --rounds {args.rounds} --tokens {args.tokens}`",
+        f"Command: `python -m benchmarks.bench_structured --rounds {args.rounds} --tokens {args.tokens}`",
         f"{STREAMS} concurrent chat requests, max_tokens {args.tokens}, temperature 0.7; "
         "aggregate completion tokens/s, median of the rounds (alternating). The schema's story "
         "has a minLength, so that constrained answers run to max_tokens as free ones do. "

@@ -11,8 +11,8 @@ Three parts, in one run, with never more than one server (or raw load) at a time
    parameters localserve uses) against POST /api/admin/load on a running daemon.
 3. Estimated against actual memory, from /api/ps after those loads.
 
-    python benchmarks/bench_swap.py                     # full run, writes docs/benchmarks.md
-    python benchmarks/bench_swap.py --requests 1 --max-tokens 8 --load-reps 1 --no-write
+    python -m benchmarks.bench_swap                     # full run, writes docs/benchmarks.md
+    python -m benchmarks.bench_swap --requests 1 --max-tokens 8 --load-reps 1 --no-write
 """
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import (BASE_SUFFIX, PROMPTS, REPO, Sample, cli, client_session, cpu_busy,
+from benchmarks._common import (BASE_SUFFIX, PROMPTS, REPO, Sample, cli, client_session, cpu_busy,
                      free_port, machine, running, serve_command, stream_chat, tail, tree_env,
                      write_doc)
-from _swap_report import (BASELINES, BREAKDOWN_HEADER, CTX_PER_SLOT, END, LOAD_HEADER,
+from benchmarks._swap_report import (BASELINES, BREAKDOWN_HEADER, CTX_PER_SLOT, END, LOAD_HEADER,
                           MEM_HEADER, MIXED_HEADER, SERVERS, SLOTS, START, STEP_TOKENS, ColdLoad,
                           MiB, Mixed, Model, breakdown_rows, load_row, mem_row, mib, mixed_ratios,
                           mixed_row, section)
-from daemons import TimedOut, get_json, load_counts, poll, post_json, reserved, resident
+from tests.support.daemons import TimedOut, get_json, load_counts, poll, post_json, reserved, resident
 
 # llama.cpp prints this once per model file it opens; llama_cpp.server logs it (verbose=True).
 LOAD_LINE = re.compile(rb"llama_model_loader: loaded meta data with")

@@ -28,7 +28,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-# The pin of pyproject.toml's dependencies (tests/test_native_build.py checks they agree).
+# The pin of pyproject.toml's dependencies (tests/unit/native/test_native_build.py checks they agree).
 PACKAGE = "llama-cpp-python==0.3.36"
 DISTRIBUTION = "llama-cpp-python"
 # Any one of them will do: the build fails late and obscurely without a C++ compiler.

@@ -1,9 +1,10 @@
-"""Fixtures for the integration suite: real `localserve serve` daemons on free local ports.
+"""The suite's fixtures: the one shared daemon most live tests talk to (`daemon_url`, SmolLM2
+with 16 slots of 1024 tokens), the official clients pointed at it, and `daemon_factory` for
+daemons of a test's own (tests/support/live.py starts them).
 
-`start_daemon(args)` is the generic helper: it starts `python -m localserve serve ARGS` on a
-free 127.0.0.1 port (through daemons.py, which the benchmarks share), waits until GET /health
-answers 200, and returns the process and its base URL. The session-scoped `daemon_url` fixture
-starts the one shared daemon most tests talk to.
+tests/unit/ holds the tests that need no daemon and run in seconds, mirroring the package
+tree; tests/live/ the daemon, client and browser tests, marked `live` here. Every daemon keeps
+its models, config and logs in a temporary folder, never the developer's.
 """
 
 from __future__ import annotations
@@ -13,18 +14,13 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
-import daemons
-from daemons import HOST, STARTUP_TIMEOUT_S, free_port, log_text, stop_daemon  # noqa: F401
-
-MODEL = "smollm2"
-PARALLEL = 16
-CTX = 1024
-# Generous per-request timeout: the machine has 2 cores and may be shared with other work.
-CLIENT_TIMEOUT_S = 120.0
+from tests.support import daemons
+from tests.support.daemons import STARTUP_TIMEOUT_S, log_text, stop_daemon
+from tests.support.live import CLIENT_TIMEOUT_S, DEFAULT_ARGS, start_daemon
 
 # Hermetic by default: every daemon the suite starts keeps its models, config and logs in a
 # temporary folder, never the developer's, and any pull that a test does not point at its own
@@ -37,35 +33,14 @@ os.environ["XDG_STATE_HOME"] = os.path.join(_SANDBOX, "state")
 os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
 os.environ.pop("LOCALSERVE_CATALOG", None)
 
-DEFAULT_ARGS: tuple[str, ...] = (
-    "--model", MODEL, "--parallel", str(PARALLEL), "--ctx", str(CTX),
-)  # fmt: skip
+LIVE = Path(__file__).parent / "live"
 
 
-def start_daemon(
-    args: Sequence[str] = DEFAULT_ARGS, timeout_s: float = STARTUP_TIMEOUT_S,
-    env: dict[str, str] | None = None,
-) -> tuple[subprocess.Popen, str]:
-    """`daemons.start_daemon`, failing the test with the daemon's command and log if it dies or
-    never becomes healthy. Returns (process, base URL); the log's path is `proc.log_path`."""
-    try:
-        return daemons.start_daemon(args, timeout_s, env)
-    except daemons.NotReady as exc:
-        pytest.fail(
-            f"daemon {exc.reason}\ncommand: {' '.join(exc.cmd)}\n"
-            f"--- daemon log ({exc.log_path}) ---\n{exc.log}",
-            pytrace=False,
-        )
-
-
-@contextmanager
-def running_daemon(args: Sequence[str]) -> Iterator[tuple[subprocess.Popen, str]]:
-    """A daemon for a fixture of wider scope than a test: started, yielded, stopped."""
-    proc, url = start_daemon(args)
-    try:
-        yield proc, url
-    finally:
-        stop_daemon(proc)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests under tests/live/ run daemons, clients or a browser: `-m "not live"` leaves them."""
+    for item in items:
+        if LIVE in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.live)
 
 
 @pytest.fixture(scope="session")

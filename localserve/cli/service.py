@@ -67,6 +67,6 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def tray_command(args: argparse.Namespace) -> int:
-    from localserve import tray  # pystray and Pillow, only for this command
+    import localserve_tray as tray  # pystray and Pillow, only for this command
 
     return tray.run(args)

@@ -8,7 +8,7 @@ code}}` everywhere but under /api/, where Ollama's `{"error": "..."}` is, and /v
 where Anthropic's `{"type": "error", "error": {type, message}}` is. A streamed answer is
 server-sent events (OpenAI, /infill) or NDJSON (Ollama): its status and shape are decided
 before the first byte, so a failure after it is an `error` event or line, not a status.
-tests/test_openapi.py runs schemathesis against a live daemon with this document.
+tests/live/test_openapi.py runs schemathesis against a live daemon with this document.
 """
 
 from __future__ import annotations

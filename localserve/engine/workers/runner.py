@@ -3,7 +3,7 @@
 A `ResidentModel` hands tokenizing, generating and embedding to its `Runner`. `RemoteRunner`
 (engine/workers/remote.py) is the daemon's: the model lives in its device's engine worker, and
 every call crosses the worker's socket. The unit tests' runner runs a batcher in their own
-process (tests/fakes.py).
+process (tests/support/fakes.py).
 """
 
 from __future__ import annotations

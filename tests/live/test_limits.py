@@ -1,0 +1,152 @@
+"""What one client may make the daemon hold or do: each bound is a clear 4xx in the face's own
+error format (503 for a connection beyond the bound), and the daemon serves on afterwards."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import openai
+import pytest
+
+from tests.support.daemons import post_json, raw_request
+from tests.support.helpers import MODEL
+
+ASK = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+def chat(url: str, **extra) -> tuple[int, dict]:
+    return post_json(f"{url}/v1/chat/completions",
+                     {"model": MODEL, "messages": ASK, "max_tokens": 4, **extra})  # fmt: skip
+
+
+@pytest.fixture
+def small(daemon_factory) -> str:
+    """A daemon with small bounds, to reach them cheaply."""
+    _, url = daemon_factory(["--no-default-model", "--max-body", "64KiB", "--body-timeout", "1",
+                             "--max-connections", "8"])  # fmt: skip
+    return url
+
+
+# -- bodies --------------------------------------------------------------------------------------
+
+
+def test_a_body_larger_than_max_body_is_a_413_in_openai_shape(small) -> None:
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "x" * 70_000}]})
+    status, _, answer = raw_request(f"{small}/v1/chat/completions", "POST", body.encode())
+    assert status == 413 and "max_body" in answer["error"]["message"]
+
+
+def test_a_small_endpoint_takes_a_small_body_only(small) -> None:
+    body = json.dumps({"model": "x" * (2 << 20)}).encode()
+    status, _, answer = raw_request(f"{small}/api/show", "POST", body)
+    assert status == 413 and "error" in answer
+
+
+@pytest.mark.parametrize("depth", [65, 100_000])
+def test_json_nested_too_deep_is_a_400(daemon_url, depth) -> None:
+    body = ("[" * depth + "]" * depth).encode()
+    status, _, answer = raw_request(f"{daemon_url}/api/chat", "POST", body)
+    assert status == 400 and "deeper" in answer["error"]
+
+
+def test_a_body_that_trickles_in_is_cut_off_with_a_408(small) -> None:
+    host, port = small.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(b"POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")  # fmt: skip
+        started = time.monotonic()
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            s.sendall(b" ")  # a byte now and then, never the whole body
+            time.sleep(0.2)
+            answer += s.recv(4096) if _readable(s) else b""
+            assert time.monotonic() - started < 10, "never cut off"
+    assert answer.startswith(b"HTTP/1.1 408")
+
+
+def _readable(s: socket.socket) -> bool:
+    import select
+
+    return bool(select.select([s], [], [], 0)[0])
+
+
+def test_connections_beyond_the_bound_get_a_503_and_the_daemon_serves_on(small) -> None:
+    host, port = small.removeprefix("http://").split(":")
+    held = [socket.create_connection((host, int(port))) for _ in range(8)]
+    try:
+        time.sleep(0.3)
+        extra = socket.create_connection((host, int(port)), timeout=5)
+        assert extra.recv(4096).startswith(b"HTTP/1.1 503")
+        extra.close()
+    finally:
+        for s in held:
+            s.close()
+    time.sleep(0.3)
+    assert raw_request(f"{small}/health")[0] == 200
+
+
+# -- fields --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stop, words", [
+    (["x"] * 65, "at most 64"),
+    (["y" * 257], "longer than 256"),
+    ([f"s{i}" for i in range(10_000)], "at most 64"),
+])  # fmt: skip
+def test_too_many_or_too_long_stop_strings_are_a_400(daemon_url, stop, words) -> None:
+    status, answer = chat(daemon_url, stop=stop)
+    assert status == 400 and words in answer["error"]["message"]
+    assert answer["error"]["param"] == "stop"
+
+
+def test_ollama_stop_strings_have_the_same_bound(daemon_url) -> None:
+    status, answer = post_json(f"{daemon_url}/api/generate", {
+        "model": MODEL, "prompt": "Hi", "options": {"stop": ["z"] * 65}})  # fmt: skip
+    assert status == 400 and "at most 64" in answer["error"]
+
+
+def test_an_unknown_message_role_is_a_400_naming_the_roles(daemon_url) -> None:
+    status, answer = chat(daemon_url, messages=[{"role": "wizard", "content": "Hi"}])
+    assert status == 400 and "'wizard'" in answer["error"]["message"]
+
+
+def test_the_developer_role_is_the_system_message(client) -> None:
+    answer = client.chat.completions.create(model=MODEL, max_tokens=4, messages=[
+        {"role": "developer", "content": "Be brief."}, *ASK])  # fmt: skip
+    assert answer.choices[0].message.content
+
+
+@pytest.mark.parametrize("bias, words", [
+    ({"999999999": 5}, "outside this model's vocabulary"),
+    ({"12": 101}, "-100..100"),
+    ({"twelve": 1}, "not a token id"),
+])  # fmt: skip
+def test_a_bad_logit_bias_is_a_400(daemon_url, bias, words) -> None:
+    status, answer = chat(daemon_url, logit_bias=bias)
+    assert status == 400 and words in answer["error"]["message"]
+    assert answer["error"]["param"] == "logit_bias"
+
+
+def test_logit_bias_is_honoured(ollama_url_tokens, client) -> None:
+    prompt, first = ollama_url_tokens
+    plain = client.completions.create(model=MODEL, prompt=prompt, max_tokens=1, temperature=0)
+    banned = client.completions.create(model=MODEL, prompt=prompt, max_tokens=1, temperature=0,
+                                       logit_bias={str(first): -100})  # fmt: skip
+    assert plain.choices[0].text != banned.choices[0].text
+
+
+@pytest.fixture
+def ollama_url_tokens(daemon_url) -> tuple[list[int], int]:
+    """A prompt's token ids and the first token greedy SmolLM2 answers it with."""
+    _, answer = post_json(f"{daemon_url}/api/generate", {
+        "model": MODEL, "prompt": "What is the capital of France?", "stream": False,
+        "options": {"temperature": 0, "num_predict": 1}})  # fmt: skip
+    context = answer["context"]
+    return context[:-1], context[-1]
+
+
+def test_max_tokens_beyond_a_slots_context_is_a_400(client) -> None:
+    with pytest.raises(openai.BadRequestError, match="max_tokens"):
+        client.chat.completions.create(model=MODEL, messages=ASK, max_tokens=1_000_000)

@@ -1,0 +1,161 @@
+"""/openapi.json, and schemathesis run against a live daemon with it (issue #16, part 5).
+
+The daemon serves the embedded SmolLM2 (2 slots of 512 tokens). schemathesis takes the
+document the daemon serves, generates valid and invalid requests for every operation (its
+examples, coverage and fuzzing phases) and checks each answer: never a 5xx, a status the
+document lists, a content type it lists, and a body that matches its schema. Afterwards the
+daemon must still answer /health.
+
+Bounded to run in a few minutes on 2 cores: MAX_EXAMPLES fuzzed cases an operation, and every
+generation capped at CAP tokens (`steer`), so the generation endpoints stay in.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections import Counter
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from tests.support import daemons
+from tests.support.live import running_daemon
+from tests.support.helpers import MODEL
+from localserve.ground.errors import BadRequest
+from localserve.ground.settings import Settings
+from localserve.ground.units import UNSET, parse_keep_alive
+from localserve.server.app import build_app
+from localserve.server.openapi import DOCUMENT
+
+Daemon = tuple[subprocess.Popen, str]
+
+ARGS = ["--model", MODEL, "--parallel", "2", "--ctx", "512"]
+# The same cases every run, so that CI fails only for a change; a longer hunt at random:
+# LOCALSERVE_TEST_FUZZ_EXAMPLES=200.
+HUNT = int(os.environ.get("LOCALSERVE_TEST_FUZZ_EXAMPLES", "0"))
+MAX_EXAMPLES = HUNT or 15
+CAP = 4  # tokens a fuzzed request may generate
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
+          response_schema_conformance]  # fmt: skip
+# Not fuzzed, and why (they stay in the document):
+NOT_FUZZED = {
+    "/api/admin/shutdown": "it stops the daemon under test",
+    "/api/delete": "it would delete the store's models, the served one among them",
+    "/api/pull": "it downloads: the network is absent here, and a catalog name would leave a "
+    "partial file behind",
+}
+# scan and import are fuzzed inside the daemon's models folder: a scan of "/" walks the disk.
+SANDBOXED = ("/api/admin/scan", "/api/admin/import")
+SEEN: Counter[tuple[str, int]] = Counter()
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[Daemon]:
+    with running_daemon(ARGS) as served:
+        yield served
+
+
+# The document the daemon serves (test_the_document_is_served checks that it is this one),
+# loaded here and not from the daemon: schemathesis' from_fixture, which would load it from
+# the live daemon, reads a pytest node attribute that pytest 9.2 no longer has.
+CONFIG = schemathesis.Config.from_dict({
+    "phases": {"stateful": {"enabled": False}},
+    "generation": {"mode": "all", "max-examples": MAX_EXAMPLES, "deterministic": not HUNT},
+    "output": {"sanitization": {"enabled": False}},  # it hides every field named *token*
+})  # fmt: skip
+schema = schemathesis.openapi.from_dict(DOCUMENT, config=CONFIG).exclude(path=list(NOT_FUZZED))
+
+
+def _unloads(keep_alive: object) -> bool:
+    """Whether the model could be unloaded while the test runs: kept less than 5 minutes."""
+    try:
+        seconds = UNSET if keep_alive is None else parse_keep_alive(keep_alive)
+    except BadRequest:
+        return False
+    return isinstance(seconds, float) and seconds < 300
+
+
+def _clamp(body: dict, key: str, lowest: int) -> None:
+    """A token count that is missing, unbounded (below `lowest`) or above CAP becomes CAP;
+    one of the wrong type is left for the handler to refuse."""
+    value = body.get(key)
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
+                         and (value < lowest or value > CAP)):  # fmt: skip
+        body[key] = CAP
+
+
+def steer(case) -> None:
+    """Every generation stops within CAP tokens, in each face's own field; scan and import
+    look only inside the models folder; a fuzzed body names the served model (the coverage
+    phase tries other names), so that most reach the handler past its 404; and no request
+    unloads it, since the first structured answer after each load takes ~10 s here."""
+    body, path = case.body, case.operation.path
+    if not isinstance(body, dict):
+        return
+    if case.meta is not None and case.meta.phase.name.value == "fuzzing":
+        for key in ("model", "name"):
+            if isinstance(body.get(key), str) and body[key]:
+                body[key] = MODEL
+    if _unloads(body.get("keep_alive")):
+        body["keep_alive"] = "5m"
+    if path == "/v1/responses":
+        _clamp(body, "max_output_tokens", 1)
+    elif path.startswith("/v1/"):
+        _clamp(body, "max_tokens", 1)
+        if body.get("max_completion_tokens") is not None:
+            _clamp(body, "max_completion_tokens", 1)
+    elif path == "/infill":
+        _clamp(body, "n_predict", 0)
+    elif path in ("/api/generate", "/api/chat"):
+        if body.get("options") is None:
+            body["options"] = {}
+        if isinstance(body["options"], dict):
+            _clamp(body["options"], "num_predict", 1)
+    elif path in SANDBOXED and isinstance(body.get("path"), str):
+        inside = body["path"].replace("..", "__").lstrip("/")
+        body["path"] = os.path.join(os.environ["LOCALSERVE_MODELS"], inside)
+
+
+@schema.parametrize()
+@settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=not HUNT, database=None,
+          suppress_health_check=list(HealthCheck))  # fmt: skip
+def test_every_answer_matches_the_document(case, live: Daemon) -> None:
+    steer(case)
+    response = case.call(base_url=live[1], timeout=60)
+    SEEN[(case.operation.label, response.status_code)] += 1
+    case.validate_response(response, checks=CHECKS)
+
+
+def test_the_daemon_survived(live: Daemon) -> None:
+    proc, url = live
+    assert proc.poll() is None, daemons.log_text(proc.log_path)
+    assert daemons.health(url) is not None
+    if SEEN:  # the fuzzing ran: it reached the handlers, not only the JSON reader
+        assert any(status == 200 for _, status in SEEN), SEEN
+        assert any(400 <= status < 500 for _, status in SEEN), SEEN
+        print("\nschemathesis, cases by answer:",
+              ", ".join(f"{op} {status}: {n}" for (op, status), n in sorted(SEEN.items())))
+
+
+def test_every_route_is_documented() -> None:
+    """The document names every route the app serves, and no other."""
+    app = build_app(SimpleNamespace(settings=Settings()))
+    served = {(r.method.lower(), r.resource.canonical) for r in app.router.routes()
+              if r.method != "HEAD"}  # fmt: skip
+    documented = {(m, p) for p, item in DOCUMENT["paths"].items() for m in item}
+    assert served == documented
+
+
+def test_the_document_is_served(live: Daemon) -> None:
+    _, url = live
+    assert daemons.get_json(f"{url}/openapi.json") == DOCUMENT
