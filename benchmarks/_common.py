@@ -25,11 +25,17 @@ from typing import NoReturn
 
 import aiohttp
 
-REPO = Path(__file__).resolve().parent.parent
-
 # free_port and serve_command are the scripts' too: their servers' ports and localserve's argv.
-from tests.support.daemons import (NotReady, answers, free_port, serve_command, stop_daemon,  # noqa: E402, F401
-                     wait_ready)
+from tests.support.daemons import (  # noqa: F401
+    NotReady,
+    answers,
+    free_port,
+    serve_command,
+    stop_daemon,
+    wait_ready,
+)
+
+REPO = Path(__file__).resolve().parent.parent
 
 DOC = REPO / "docs" / "benchmarks.md"
 READY_TIMEOUT_S = 180.0
@@ -114,12 +120,20 @@ def client_session() -> aiohttp.ClientSession:
     # No connection limit: the scripts' own worker counts set the concurrency. A connection
     # per request: llama.cpp's llama-server closes idle keep-alive connections under the
     # client, which then fails to write its next request ("Can not write request body").
-    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_read=600),
-                                 connector=aiohttp.TCPConnector(limit=0, force_close=True))
+    return aiohttp.ClientSession(
+        timeout=aiohttp.ClientTimeout(total=None, sock_read=600),
+        connector=aiohttp.TCPConnector(limit=0, force_close=True),
+    )
 
 
-async def stream_chat(session: aiohttp.ClientSession, base: str, model: str, prompt: str,
-                      max_tokens: int, arrivals: list[float] | None = None) -> Sample:
+async def stream_chat(
+    session: aiohttp.ClientSession,
+    base: str,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    arrivals: list[float] | None = None,
+) -> Sample:
     """A greedy streamed chat completion; failures come back as `Sample.error`, never raised,
     so one bad request does not end a timed run."""
     body = {
@@ -190,21 +204,26 @@ def tree_env(tree: str, env: dict[str, str] | None = None) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def running(cmd: list[str], port: int, ready_path: str, log: Path,
-            env: dict[str, str] | None = None) -> Iterator[str]:
+def running(
+    cmd: list[str], port: int, ready_path: str, log: Path, env: dict[str, str] | None = None
+) -> Iterator[str]:
     """Start `cmd` (a server on 127.0.0.1:`port`), yield its base URL once `ready_path`
     answers 200, and stop it on the way out, whatever happened. `env`: None inherits ours."""
     with log.open("wb") as out:
         # Own session: a Ctrl-C in the terminal reaches only us, and we stop the server in order.
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
-                                start_new_session=True, env=env)
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True, env=env
+        )
     try:
         base = f"http://127.0.0.1:{port}"
         try:
             wait_ready(proc, lambda: answers(base + ready_path), cmd, str(log), READY_TIMEOUT_S)
         except NotReady as exc:
-            what = (f"exited with {exc.returncode}" if exc.returncode is not None
-                    else f"not ready after {READY_TIMEOUT_S:.0f}s")
+            what = (
+                f"exited with {exc.returncode}"
+                if exc.returncode is not None
+                else f"not ready after {READY_TIMEOUT_S:.0f}s"
+            )
             raise RuntimeError(f"server {what}:\n{tail(log)}") from None
         yield base
     finally:
@@ -213,6 +232,7 @@ def running(cmd: list[str], port: int, ready_path: str, log: Path,
 
 def cpu_busy(seconds: float = 1.0) -> float:
     """The share of all CPUs busy over `seconds`, from /proc/stat (0.0 where it is missing)."""
+
     def sample() -> tuple[int, int]:
         fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
         return sum(fields), fields[3] + fields[4]  # total, idle + iowait
@@ -227,6 +247,11 @@ def cpu_busy(seconds: float = 1.0) -> float:
 
 
 # --- reporting -----------------------------------------------------------------------
+
+
+def command(script: str, argv: list[str]) -> list[str]:
+    """How a doc section says its script was run: as a module of the benchmarks package."""
+    return ["python", "-m", f"benchmarks.{Path(script).stem}", *argv]
 
 
 def div(a: float, b: float) -> str:
@@ -248,14 +273,26 @@ def versions() -> str:
     return ", ".join(f"{p} {version(p)}" for p in ("localserve", "llama_cpp_python"))
 
 
-def publish(markers: tuple[str, str], title: str, facts: list[str], table: list[str],
-            write: bool) -> None:
+def publish(
+    markers: tuple[str, str], title: str, facts: list[str], table: list[str], write: bool
+) -> None:
     """A section of docs/benchmarks.md: its title, the date and machine, then `facts` (lines
     of the list under them) and `table`; printed, and written unless `write` is false."""
     start, end = markers
     now = f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC"
-    section = "\n".join([start, title, "", f"- Date: {now}", f"- Machine: {machine()}",
-                         *(f"- {fact}" for fact in facts), "", *table, end])  # fmt: skip
+    section = "\n".join(
+        [
+            start,
+            title,
+            "",
+            f"- Date: {now}",
+            f"- Machine: {machine()}",
+            *(f"- {fact}" for fact in facts),
+            "",
+            *table,
+            end,
+        ]
+    )
     print(section)
     if write:
         write_doc(section, start, end)
@@ -267,10 +304,12 @@ def write_doc(text: str, start: str, end: str) -> None:
     if DOC.exists():
         doc = DOC.read_text()
     else:
-        doc = ("# Benchmarks\n\nRun from the repository root with the bench extra installed "
-               "(`pip install -e '.[bench]'`):\n\n"
-               "```\npython -m benchmarks.bench_serving\npython -m benchmarks.bench_swap\n```\n\n"
-               "Each run replaces its own section below; see `--help` for options.\n")
+        doc = (
+            "# Benchmarks\n\nRun from the repository root with the bench extra installed "
+            "(`pip install -e '.[bench]'`):\n\n"
+            "```\npython -m benchmarks.bench_serving\npython -m benchmarks.bench_swap\n```\n\n"
+            "Each run replaces its own section below; see `--help` for options.\n"
+        )
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
     if pattern.search(doc):
         doc = pattern.sub(lambda _: text, doc)

@@ -22,7 +22,7 @@ OURS = ("localserve-both", "localserve-one")
 # The same two, imported from another checkout (--baseline-tree): old and new code in one run.
 OURS_BASE = tuple(name + BASE_SUFFIX for name in OURS)
 SERVERS = (*OURS, *OURS_BASE, "llama-cpp-python", "llama-cpp-python-default")
-BASELINES = SERVERS[len(OURS):]
+BASELINES = SERVERS[len(OURS) :]
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class Mixed(Results):
 @dataclass
 class ColdLoad:
     model: Model
-    raw: list[dict[str, Any]] = field(default_factory=list)  # bench_swap.RAW_LOAD's, per rep
+    raw: list[dict[str, Any]] = field(default_factory=list)  # _swap_loads.RAW_LOAD's, per rep
     http_s: list[float] = field(default_factory=list)  # POST /api/admin/load, wall
     load_seconds: list[float] = field(default_factory=list)  # /api/ps localserve.load_seconds
     ps: dict[str, Any] | None = None  # /api/ps "localserve" of the last load
@@ -71,9 +71,11 @@ def mib(n: float | None) -> str:
 # --- part 1: mixed traffic -----------------------------------------------------------
 
 
-MIXED_HEADER = ("| server | memory budget (MiB) | requests | agg tok/s | latency p50 (s) "
-                "| latency p95 (s) | TTFT p50 (s) | avg tokens | errors | model loads |\n"
-                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+MIXED_HEADER = (
+    "| server | memory budget (MiB) | requests | agg tok/s | latency p50 (s) "
+    "| latency p95 (s) | TTFT p50 (s) | avg tokens | errors | model loads |\n"
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+)
 
 
 def mixed_row(m: Mixed) -> str:
@@ -81,9 +83,11 @@ def mixed_row(m: Mixed) -> str:
     avg = m.tokens / len(m.ok) if m.ok else 0.0
     budget = mib(m.budget) if m.budget is not None else "n/a (one model at a time)"
     loads = "n/a" if m.loads is None else str(m.loads)
-    return (f"| {m.server} | {budget} | {n} | {m.tok_s:.1f} | {m.latency(0.5):.2f} "
-            f"| {m.latency(0.95):.2f} | {m.ttft(0.5):.2f} | {avg:.1f} | {n - len(m.ok)} "
-            f"| {loads} |")
+    return (
+        f"| {m.server} | {budget} | {n} | {m.tok_s:.1f} | {m.latency(0.5):.2f} "
+        f"| {m.latency(0.95):.2f} | {m.ttft(0.5):.2f} | {avg:.1f} | {n - len(m.ok)} "
+        f"| {loads} |"
+    )
 
 
 def mixed_ratios(results: list[Mixed], baseline: str) -> str:
@@ -91,26 +95,32 @@ def mixed_ratios(results: list[Mixed], baseline: str) -> str:
     base = by.get(baseline)
     if base is None:
         return ""
-    lines = [f"| localserve / {baseline} | tok/s ratio (higher is better) "
-             "| latency p50 ratio (lower is better) | latency p95 ratio |",
-             "|---|---:|---:|---:|"]
+    lines = [
+        f"| localserve / {baseline} | tok/s ratio (higher is better) "
+        "| latency p50 ratio (lower is better) | latency p95 ratio |",
+        "|---|---:|---:|---:|",
+    ]
     # Each of ours against the baseline; against its own baseline-tree twin, only that one.
     twins = [n for n in OURS if n + BASE_SUFFIX == baseline]
     for name in twins or ([*OURS, *OURS_BASE] if baseline not in OURS_BASE else []):
         ours = by.get(name)
         if ours is not None:
-            lines.append(f"| {name} | {div(ours.tok_s, base.tok_s)} "
-                         f"| {div(ours.latency(0.5), base.latency(0.5))} "
-                         f"| {div(ours.latency(0.95), base.latency(0.95))} |")
+            lines.append(
+                f"| {name} | {div(ours.tok_s, base.tok_s)} "
+                f"| {div(ours.latency(0.5), base.latency(0.5))} "
+                f"| {div(ours.latency(0.95), base.latency(0.95))} |"
+            )
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
 # --- part 2 and 3: cold loads and memory ---------------------------------------------
 
 
-LOAD_HEADER = ("| model | raw llama.cpp (s) | localserve POST /api/admin/load (s) "
-               "| localserve load_seconds (s) | POST / raw | load_seconds / raw | target |\n"
-               "|---|---:|---:|---:|---:|---:|---|")
+LOAD_HEADER = (
+    "| model | raw llama.cpp (s) | localserve POST /api/admin/load (s) "
+    "| localserve load_seconds (s) | POST / raw | load_seconds / raw | target |\n"
+    "|---|---:|---:|---:|---:|---:|---|"
+)
 
 
 def load_row(r: ColdLoad) -> str:
@@ -118,13 +128,17 @@ def load_row(r: ColdLoad) -> str:
     http = percentile(r.http_s, 0.5)
     ls = percentile(r.load_seconds, 0.5)
     verdict = "met" if raw > 0 and http / raw <= 1.2 else "missed"
-    return (f"| {r.model.name} | {raw:.3f} | {http:.3f} | {ls:.3f} | {div(http, raw)} "
-            f"| {div(ls, raw)} | <= 1.2x: {verdict} |")
+    return (
+        f"| {r.model.name} | {raw:.3f} | {http:.3f} | {ls:.3f} | {div(http, raw)} "
+        f"| {div(ls, raw)} | <= 1.2x: {verdict} |"
+    )
 
 
-MEM_HEADER = ("| model | estimate (MiB) | llama.cpp buffers (MiB) | error | RSS delta (MiB) "
-              "| estimate vs RSS delta | target |\n"
-              "|---|---:|---:|---:|---:|---:|---|")
+MEM_HEADER = (
+    "| model | estimate (MiB) | llama.cpp buffers (MiB) | error | RSS delta (MiB) "
+    "| estimate vs RSS delta | target |\n"
+    "|---|---:|---:|---:|---:|---:|---|"
+)
 
 
 def pct(est: float, actual: float | None) -> str:
@@ -140,37 +154,55 @@ def mem_row(r: ColdLoad) -> str:
         verdict = "n/a"
     else:
         verdict = "met" if abs(est - actual) / actual <= 0.15 else "missed"
-    return (f"| {r.model.name} | {mib(est)} | {mib(actual)} | "
-            f"{pct(est, actual) if est is not None else 'n/a'} | {mib(rss)} | "
-            f"{pct(est, rss) if est is not None else 'n/a'} | within ±15 %: {verdict} |")
+    return (
+        f"| {r.model.name} | {mib(est)} | {mib(actual)} | "
+        f"{pct(est, actual) if est is not None else 'n/a'} | {mib(rss)} | "
+        f"{pct(est, rss) if est is not None else 'n/a'} | within ±15 %: {verdict} |"
+    )
 
 
-BREAKDOWN_HEADER = ("| model | part | estimate (MiB) | llama.cpp, raw load (MiB) | error |\n"
-                    "|---|---|---:|---:|---:|")
+BREAKDOWN_HEADER = (
+    "| model | part | estimate (MiB) | llama.cpp, raw load (MiB) | error |\n"
+    "|---|---|---:|---:|---:|"
+)
 
 
 def breakdown_rows(r: ColdLoad) -> list[str]:
     """The estimate's terms against the buffers llama.cpp names when loading the model alone."""
     est = (r.ps or {}).get("memory_estimate") or r.model.estimate
     buf = r.raw[-1]["buffers"] if r.raw else {}
-    parts = [("weights", est["weights"], buf.get("model")),
-             ("KV cache", est["kv_cache"], buf.get("kv")),
-             ("compute + output", est["compute"],
-              (buf.get("compute", 0) + buf.get("output", 0)) or None)]
-    rows = [f"| {r.model.name} | {part} | {mib(e)} | {mib(a)} | {pct(e, a)} |"
-            for part, e, a in parts]
+    parts = [
+        ("weights", est["weights"], buf.get("model")),
+        ("KV cache", est["kv_cache"], buf.get("kv")),
+        (
+            "compute + output",
+            est["compute"],
+            (buf.get("compute", 0) + buf.get("output", 0)) or None,
+        ),
+    ]
+    rows = [
+        f"| {r.model.name} | {part} | {mib(e)} | {mib(a)} | {pct(e, a)} |" for part, e, a in parts
+    ]
     other = {k: v for k, v in buf.items() if k not in ("model", "kv", "compute", "output")}
     if other:
-        rows.append(f"| {r.model.name} | other buffers ({', '.join(sorted(other))}) | 0.0 "
-                    f"| {mib(sum(other.values()))} | n/a |")
+        rows.append(
+            f"| {r.model.name} | other buffers ({', '.join(sorted(other))}) | 0.0 "
+            f"| {mib(sum(other.values()))} | n/a |"
+        )
     return rows
 
 
 # --- the section ---------------------------------------------------------------------
 
 
-def section(argv: list[str], models_: list[Model], args: argparse.Namespace,
-            budgets: dict[str, int], mixed: list[Mixed], loads: list[ColdLoad]) -> str:
+def section(
+    argv: list[str],
+    models_: list[Model],
+    args: argparse.Namespace,
+    budgets: dict[str, int],
+    mixed: list[Mixed],
+    loads: list[ColdLoad],
+) -> str:
     parts = [
         START,
         "## Model swapping (`bench_swap.py`)",
@@ -178,8 +210,10 @@ def section(argv: list[str], models_: list[Model], args: argparse.Namespace,
         f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
         f"- Machine: {machine()}",
         f"- Versions: {versions()}, Python {platform.python_version()}",
-        "- Models: " + ", ".join(f"`{m.name}` (`{Path(m.path).name}`, estimate "
-                                 f"{mib(m.total)} MiB)" for m in models_),
+        "- Models: "
+        + ", ".join(
+            f"`{m.name}` (`{Path(m.path).name}`, estimate {mib(m.total)} MiB)" for m in models_
+        ),
         f"- Command: `{shlex.join(argv)}`",
         f"- CPUs busy in the second before the run: {args.cpu_busy:.0%}",
         f"- Threads: {args.threads} for localserve (`--threads`), `llama-cpp-python` "
@@ -203,7 +237,8 @@ def section(argv: list[str], models_: list[Model], args: argparse.Namespace,
             f"model-loader lines in its log). llama-cpp-python gets `n_ctx {CTX_PER_SLOT}` "
             "for its one sequence and serves one request at a time, reloading on every switch "
             "of model; `llama-cpp-python` is given localserve's thread count, "
-            "`llama-cpp-python-default` runs as shipped. The Gemma GGUF carries no chat template: localserve falls back to "
+            "`llama-cpp-python-default` runs as shipped. The Gemma GGUF carries no chat template: "
+            "localserve falls back to "
             "Gemma's turn format, and llama-cpp-python is given `chat_format: gemma` to match "
             "(its own fallback, llama-2's format, makes Gemma stop at once).",
             "",

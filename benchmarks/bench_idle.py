@@ -20,12 +20,15 @@ import time
 from pathlib import Path
 
 import psutil
-from benchmarks._common import cli, free_port, machine, running, serve_command, write_doc
+
+from benchmarks._common import cli, command, free_port, machine, running, serve_command, write_doc
 from tests.support.daemons import get_json, post_json, resident
 
 START, END = "<!-- bench_idle:start -->", "<!-- bench_idle:end -->"
-HEADER = ("| state | processes | RSS total (MB) | CPU (% of one core) | target |\n"
-          "|---|---:|---:|---:|---|")
+HEADER = (
+    "| state | processes | RSS total (MB) | CPU (% of one core) | target |\n"
+    "|---|---:|---:|---:|---|"
+)
 MB = 1e6
 
 
@@ -79,14 +82,22 @@ def main(argv: list[str]) -> int:
             rows.append(row("unloaded again (worker kept)", *measure(pid, args.seconds), False))
             print(rows[-1], flush=True)
     if not args.no_write:
-        section = "\n".join([
-            START, "## Idle cost (`bench_idle.py`)", "",
-            f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
-            f"- Machine: {machine()}",
-            f"- Command: `{shlex.join(['python', 'benchmarks/bench_idle.py', *argv])}`",
-            f"- Each state: {args.seconds:g} s of nothing; RSS and CPU of the daemon and its "
-            "engine workers together.", "", HEADER, *rows, END,
-        ])  # fmt: skip
+        section = "\n".join(
+            [
+                START,
+                "## Idle cost (`bench_idle.py`)",
+                "",
+                f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
+                f"- Machine: {machine()}",
+                f"- Command: `{shlex.join(command(__file__, argv))}`",
+                f"- Each state: {args.seconds:g} s of nothing; RSS and CPU of the daemon and its "
+                "engine workers together.",
+                "",
+                HEADER,
+                *rows,
+                END,
+            ]
+        )
         write_doc(section, START, END)
     return 0
 

@@ -24,16 +24,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
-from benchmarks._common import (REPO, cli, client_session, free_port, machine, running, serve_command,
-                     stream_chat)
-from benchmarks._common import versions, write_doc
+
+from benchmarks._common import (
+    cli,
+    client_session,
+    command,
+    free_port,
+    machine,
+    running,
+    serve_command,
+    stream_chat,
+    versions,
+    write_doc,
+)
 
 START, END = "<!-- bench_long_prompt:start -->", "<!-- bench_long_prompt:end -->"
 SLOTS, CTX = 4, 4096
 RUNNING = 3
-LONG_PROMPT = " ".join(
-    f"Fact {i}: the river Danube passes city number {i}." for i in range(170)
-) + " Which city does it pass last?"
+LONG_PROMPT = (
+    " ".join(f"Fact {i}: the river Danube passes city number {i}." for i in range(170))
+    + " Which city does it pass last?"
+)
 
 
 @dataclass
@@ -44,18 +55,51 @@ class Round:
 
 def server_command(name: str, model_path: str, port: int, threads: int, bin_: str) -> list[str]:
     if name == "localserve":
-        return serve_command(["--model", "smollm2", "--parallel", str(SLOTS), "--ctx", str(CTX),
-                              "--threads", str(threads)], port)
-    return [bin_, "-m", model_path, "--host", "127.0.0.1", "--port", str(port),
-            "-np", str(SLOTS), "-c", str(SLOTS * CTX), "-t", str(threads), "-tb", str(threads)]
+        return serve_command(
+            [
+                "--model",
+                "smollm2",
+                "--parallel",
+                str(SLOTS),
+                "--ctx",
+                str(CTX),
+                "--threads",
+                str(threads),
+            ],
+            port,
+        )
+    return [
+        bin_,
+        "-m",
+        model_path,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "-np",
+        str(SLOTS),
+        "-c",
+        str(SLOTS * CTX),
+        "-t",
+        str(threads),
+        "-tb",
+        str(threads),
+    ]
 
 
 async def one_round(session: aiohttp.ClientSession, base: str, i: int) -> Round:
     arrivals: list[list[float]] = [[] for _ in range(RUNNING)]
     runners = [
-        asyncio.create_task(stream_chat(session, base, "smollm2",
-                                        f"Write a very long story number {i}-{k}.", 400,
-                                        arrivals[k]))
+        asyncio.create_task(
+            stream_chat(
+                session,
+                base,
+                "smollm2",
+                f"Write a very long story number {i}-{k}.",
+                400,
+                arrivals[k],
+            )
+        )
         for k in range(RUNNING)
     ]
     while not all(arrivals):  # every stream is decoding
@@ -87,17 +131,22 @@ def summary(name: str, rounds: list[Round]) -> str:
     return f"| {name} | {len(rounds)} | {ttft:.1f} | {gap:.2f} | {worst:.2f} |"
 
 
-HEADER = ("| server | rounds | long prompt TTFT, median (s) | longest decode gap, median (s) "
-          "| longest decode gap, worst (s) |\n|---|---:|---:|---:|---:|")
+HEADER = (
+    "| server | rounds | long prompt TTFT, median (s) | longest decode gap, median (s) "
+    "| longest decode gap, worst (s) |\n|---|---:|---:|---:|---:|"
+)
 
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
-    p.add_argument("--llama-server", default=os.environ.get("LLAMA_SERVER", ""), metavar="BIN",
-                   help="llama.cpp's llama-server binary (env LLAMA_SERVER); without it only "
-                   "localserve runs")
+    p.add_argument(
+        "--llama-server",
+        default=os.environ.get("LLAMA_SERVER", ""),
+        metavar="BIN",
+        help="llama.cpp's llama-server binary (env LLAMA_SERVER); without it only localserve runs",
+    )
     p.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     args = p.parse_args(argv)
     from localserve.store.resolve import resolve
@@ -114,24 +163,26 @@ def main(argv: list[str]) -> int:
                 rows.append(summary(name, asyncio.run(bench(base, args.rounds))))
             print(rows[-1], flush=True)
     if not args.no_write:
-        here = str(Path(__file__).resolve().relative_to(REPO))
-        text = "\n".join([
-            START,
-            "## Long prompts next to running streams (`bench_long_prompt.py`)",
-            "",
-            f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
-            f"- Machine: {machine()}",
-            f"- Versions: {versions()}, Python {platform.python_version()}",
-            f"- Command: `{shlex.join(['python', here, *argv])}`",
-            "",
-            f"{SLOTS} slots of {CTX} tokens, {args.threads} threads. {RUNNING} streams generate "
-            "long answers; then a ~2,700-token prompt arrives. *Decode gap* is the longest wait "
-            "between two tokens of a running stream while that prompt prefills.",
-            "",
-            HEADER,
-            *rows,
-            END,
-        ])
+        text = "\n".join(
+            [
+                START,
+                "## Long prompts next to running streams (`bench_long_prompt.py`)",
+                "",
+                f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
+                f"- Machine: {machine()}",
+                f"- Versions: {versions()}, Python {platform.python_version()}",
+                f"- Command: `{shlex.join(command(__file__, argv))}`",
+                "",
+                f"{SLOTS} slots of {CTX} tokens, {args.threads} threads. {RUNNING} streams "
+                "generate long answers; then a ~2,700-token prompt arrives. *Decode gap* is the "
+                "longest wait "
+                "between two tokens of a running stream while that prompt prefills.",
+                "",
+                HEADER,
+                *rows,
+                END,
+            ]
+        )
         write_doc(text, START, END)
     return 0
 

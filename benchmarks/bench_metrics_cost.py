@@ -18,7 +18,6 @@ from collections import Counter
 from types import SimpleNamespace
 
 from benchmarks._common import cli, publish
-
 from localserve.engine.batching.sequence import Sequence
 from localserve.ground.sampling import SamplingParams
 from localserve.server.http.metrics import Metrics
@@ -44,14 +43,17 @@ def main(argv: list[str]) -> int:
     seq = Sequence(list(range(40)), SamplingParams(), 64, None)
     seq.generated = list(range(64))
     seq.first_token_at, seq.finished_at = seq.created_at + 0.2, seq.created_at + 2.0
-    record = Record("id", "openai", "/v1/chat/completions", time.monotonic(), "smollm2", seq,
-                    200, 2.1)  # fmt: skip
+    record = Record(
+        "id", "openai", "/v1/chat/completions", time.monotonic(), "smollm2", seq, 200, 2.1
+    )
     logger = logging.getLogger("bench")
     logger.addHandler(logging.NullHandler())
     logger.propagate = False
     logger.setLevel(logging.INFO)
     finished = per_call(lambda: metrics.finished(record), 20000)
-    line = per_call(lambda: logger.info("request %s", record.line(), extra={"request": record.fields()}), 20000)
+    line = per_call(
+        lambda: logger.info("request %s", record.line(), extra={"request": record.fields()}), 20000
+    )
     tally: Counter[int] = Counter()
     step = per_call(lambda: tally.__setitem__(16, tally[16] + 1), 200000)
     request_s = 2.0
@@ -62,10 +64,16 @@ def main(argv: list[str]) -> int:
         f"| per step: the batch-size tally | {step * 1e9:.0f} ns | "
         f"{step / STEP_S:.6%} of a {STEP_S * 1e3:.0f} ms step |",
     ]
-    publish((START, END), "## What the metrics cost (`bench_metrics_cost.py`)", [
-        "The work /metrics and the request log add, timed in-process (mean of 20,000 calls; "
-        "the tally 200,000). Everything else /metrics shows is read when it is scraped.",
-    ], ["| what | cost | share |", "|---|---:|---:|", *rows], not args.no_write)  # fmt: skip
+    publish(
+        (START, END),
+        "## What the metrics cost (`bench_metrics_cost.py`)",
+        [
+            "The work /metrics and the request log add, timed in-process (mean of 20,000 calls; "
+            "the tally 200,000). Everything else /metrics shows is read when it is scraped.",
+        ],
+        ["| what | cost | share |", "|---|---:|---:|", *rows],
+        not args.no_write,
+    )
     return 0
 
 

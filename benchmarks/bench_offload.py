@@ -18,16 +18,20 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import cli, free_port, machine, running, serve_command, write_doc
+from tests.support import vulkan_support
 from tests.support.daemons import resident
 
-from tests.support import vulkan_support
-
 START, END = "<!-- bench_offload:start -->", "<!-- bench_offload:end -->"
-HEADER = ("| model | placement | device | estimate (MiB) | llama.cpp (MiB) | ratio |\n"
-          "|---|---|---|---:|---:|---:|")
+HEADER = (
+    "| model | placement | device | estimate (MiB) | llama.cpp (MiB) | ratio |\n"
+    "|---|---|---|---:|---:|---:|"
+)
 MiB = 1 << 20
-CASES = (("CPU only", ["--gpu-layers", "0"]), ("split, 10 layers", ["--gpu-layers", "10"]),
-         ("whole (auto)", []))  # fmt: skip
+CASES = (
+    ("CPU only", ["--gpu-layers", "0"]),
+    ("split, 10 layers", ["--gpu-layers", "10"]),
+    ("whole (auto)", []),
+)
 
 
 def rows_for(name: str, entry: dict[str, Any], case: str) -> list[str]:
@@ -37,8 +41,10 @@ def rows_for(name: str, entry: dict[str, Any], case: str) -> list[str]:
         est = need["total"] - need["prompt_cache"] - need["embedding_output"]
         act = placement["actual"].get(pool, 0)
         label = f"{case} ({placement['gpu_layers']}/{placement['layers']})"
-        out.append(f"| {name} | {label} | {pool} | {est / MiB:.1f} | {act / MiB:.1f} | "
-                   f"{est / max(act, 1):.3f} |")
+        out.append(
+            f"| {name} | {label} | {pool} | {est / MiB:.1f} | {act / MiB:.1f} | "
+            f"{est / max(act, 1):.3f} |"
+        )
     return out
 
 
@@ -59,22 +65,25 @@ def main(argv: list[str]) -> int:
         for case, extra in CASES:
             for model in ("smollm2", gemma):
                 port = free_port()
-                cmd = serve_command(["--model", model, "--parallel", "2", "--ctx", "512", *extra],
-                                    port)  # fmt: skip
+                cmd = serve_command(
+                    ["--model", model, "--parallel", "2", "--ctx", "512", *extra], port
+                )
                 with running(cmd, port, "/health", Path(tmp) / "daemon.log", env=env) as base:
-                    (name, entry), = resident(base).items()
+                    ((name, entry),) = resident(base).items()
                     new = rows_for(name, entry, case)
                     print("\n".join(new), flush=True)
                     rows += new
-    doc = (f"{START}\n## Offload: estimates per device (`bench_offload.py`)\n\n"
-           f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n"
-           f"- Machine: {machine()}; the device is lavapipe (Mesa's CPU Vulkan driver)\n"
-           "- Command: `python -m benchmarks.bench_offload`\n"
-           "- Each model alone in a daemon at `--parallel 2 --ctx 512`. Estimate: what the pool "
-           "reserves less what fills only later (prompt cache, embedding rows); llama.cpp: its "
-           "buffers on that device. For comparison, Ollama's estimates run about 2x llama.cpp's "
-           "buffers (ollama#10359; not measured here, no Ollama on this machine).\n\n"
-           f"{HEADER}\n" + "\n".join(rows) + f"\n{END}")
+    doc = (
+        f"{START}\n## Offload: estimates per device (`bench_offload.py`)\n\n"
+        f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n"
+        f"- Machine: {machine()}; the device is lavapipe (Mesa's CPU Vulkan driver)\n"
+        "- Command: `python -m benchmarks.bench_offload`\n"
+        "- Each model alone in a daemon at `--parallel 2 --ctx 512`. Estimate: what the pool "
+        "reserves less what fills only later (prompt cache, embedding rows); llama.cpp: its "
+        "buffers on that device. For comparison, Ollama's estimates run about 2x llama.cpp's "
+        "buffers (ollama#10359; not measured here, no Ollama on this machine).\n\n"
+        f"{HEADER}\n" + "\n".join(rows) + f"\n{END}"
+    )
     print(doc)
     if not args.no_write:
         write_doc(doc, START, END)

@@ -1,7 +1,7 @@
 """ONNX benchmark: the dynamic batcher against one-at-a-time serving and a static batch's ceiling.
 
-One run, on the test suite's ONNX SmolLM2 (built and cached by tests/support/onnx_model.py if missing),
-greedy, `--max-tokens` new tokens per request (128 by default):
+One run, on the test suite's ONNX SmolLM2 (built and cached by tests/support/onnx_model.py if
+missing), greedy, `--max-tokens` new tokens per request (128 by default):
 
 - single-stream: one streamed request to the daemon;
 - dynamic 4 and 8: that many concurrent streamed requests to the daemon;
@@ -30,16 +30,49 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from benchmarks._common import (Sample, cli, client_session, div, free_port, machine, running,
-                     serve_command, stream_chat, write_doc)
+from benchmarks._common import (
+    Sample,
+    cli,
+    client_session,
+    div,
+    free_port,
+    machine,
+    running,
+    serve_command,
+    stream_chat,
+    write_doc,
+)
 from tests.support.onnx_model import MODEL_NAME, ensure_model
 
 START, END = "<!-- bench_onnx:start -->", "<!-- bench_onnx:end -->"
 SUBJECTS = [
-    "lighthouse", "dragon", "robot", "garden", "river", "castle", "pirate", "wizard", "forest",
-    "rocket", "violin", "tiger", "mountain", "island", "train", "library", "bakery", "desert",
-    "volcano", "harbor", "village", "comet", "glacier", "market", "painter", "sailor",
-]  # fmt: skip
+    "lighthouse",
+    "dragon",
+    "robot",
+    "garden",
+    "river",
+    "castle",
+    "pirate",
+    "wizard",
+    "forest",
+    "rocket",
+    "violin",
+    "tiger",
+    "mountain",
+    "island",
+    "train",
+    "library",
+    "bakery",
+    "desert",
+    "volcano",
+    "harbor",
+    "village",
+    "comet",
+    "glacier",
+    "market",
+    "painter",
+    "sailor",
+]
 BATCH = 8
 
 
@@ -47,12 +80,16 @@ def equal_length_prompts(folder: Path, n: int) -> tuple[list[str], list[list[int
     """n prompts whose chat-templated token counts are equal, as the daemon would encode them."""
     import onnxruntime_genai as og
 
-    from localserve.formats.onnx import read_folder
     from localserve.engine.workers.chat_template import ChatTemplate
+    from localserve.formats.onnx import read_folder
 
     meta = read_folder(folder)
-    template = ChatTemplate(meta.chat_template(), meta.special_text("bos_token"),
-                            meta.special_text("eos_token"), meta.architecture)
+    template = ChatTemplate(
+        meta.chat_template(),
+        meta.special_text("bos_token"),
+        meta.special_text("eos_token"),
+        meta.architecture,
+    )
     tokenizer = og.Tokenizer(og.Model(str(folder)))
     encoded = {}
     for subject in SUBJECTS:
@@ -74,8 +111,9 @@ def static_ceiling(folder: Path, prompts: list[list[int]], max_tokens: int) -> t
     model = og.Model(str(folder))
     params = og.GeneratorParams(model)
     length = len(prompts[0])
-    params.set_search_options(max_length=length + max_tokens, do_sample=False,
-                              batch_size=len(prompts))
+    params.set_search_options(
+        max_length=length + max_tokens, do_sample=False, batch_size=len(prompts)
+    )
     eos = set(read_eos(folder))
     t0 = time.perf_counter()
     generator = og.Generator(model, params)
@@ -97,10 +135,13 @@ def read_eos(folder: Path) -> tuple[int, ...]:
     return read_folder(folder).eos_ids
 
 
-async def daemon_runs(base: str, prompts: list[str], max_tokens: int) -> dict[str, tuple[float, int]]:
+async def daemon_runs(
+    base: str, prompts: list[str], max_tokens: int
+) -> dict[str, tuple[float, int]]:
     """(wall seconds, completion tokens) per daemon mode."""
     out: dict[str, tuple[float, int]] = {}
     async with client_session() as session:
+
         async def one(prompt: str) -> Sample:
             sample = await stream_chat(session, base, MODEL_NAME, prompt, max_tokens)
             if sample.error:
@@ -112,14 +153,18 @@ async def daemon_runs(base: str, prompts: list[str], max_tokens: int) -> dict[st
         out["single-stream"] = (single.latency_s, single.tokens)
         t0 = time.perf_counter()
         serial = [await one(p) for p in prompts]
-        out[f"one at a time ({len(prompts)})"] = (time.perf_counter() - t0,
-                                                   sum(s.tokens for s in serial))
+        out[f"one at a time ({len(prompts)})"] = (
+            time.perf_counter() - t0,
+            sum(s.tokens for s in serial),
+        )
         for c in (4, BATCH):
             t0 = time.perf_counter()
             samples = await asyncio.gather(*(one(p) for p in prompts[:c]))
             out[f"dynamic {c}"] = (time.perf_counter() - t0, sum(s.tokens for s in samples))
-            print(f"dynamic {c}: {out[f'dynamic {c}'][1] / out[f'dynamic {c}'][0]:.1f} tok/s",
-                  flush=True)
+            print(
+                f"dynamic {c}: {out[f'dynamic {c}'][1] / out[f'dynamic {c}'][0]:.1f} tok/s",
+                flush=True,
+            )
     return out
 
 
@@ -132,7 +177,8 @@ def section(rows: dict[str, tuple[float, int]], argv: list[str], smoke: bool) ->
 
     lines = [
         START,
-        "## ONNX dynamic batching (`bench_onnx.py`)" + (" — SMOKE RUN, not a figure" if smoke else ""),
+        "## ONNX dynamic batching (`bench_onnx.py`)"
+        + (" — SMOKE RUN, not a figure" if smoke else ""),
         "",
         f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
         f"- Machine: {machine()}",
@@ -170,7 +216,7 @@ def main(argv: list[str]) -> int:
         rows = asyncio.run(daemon_runs(base, prompts, args.max_tokens))
     seconds, useful = static_ceiling(folder, tokens, args.max_tokens)
     rows[f"static ceiling ({BATCH})"] = (seconds, useful)
-    text = section(rows, ["python", "benchmarks/bench_onnx.py", *argv], args.max_tokens < 128)
+    text = section(rows, ["python", "-m", "benchmarks.bench_onnx", *argv], args.max_tokens < 128)
     print(text)
     if not args.no_write:
         write_doc(text, START, END)

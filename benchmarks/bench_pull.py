@@ -20,9 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-
-from benchmarks._common import REPO, cli, free_port, machine, running, serve_command, write_doc  # noqa: E402
-from tests.support.daemons import post_json  # noqa: E402
+from benchmarks._common import cli, free_port, machine, running, serve_command, write_doc
+from tests.support.daemons import post_json
 
 START, END = "<!-- bench_pull:start -->", "<!-- bench_pull:end -->"
 REPO_ID = "bench/pull"
@@ -49,9 +48,13 @@ def pull_once(daemon: str, ref: str) -> float:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--file", type=Path, default=None, help="the file to serve (default: Gemma 3 270M GGUF)")
+    ap.add_argument(
+        "--file", type=Path, default=None, help="the file to serve (default: Gemma 3 270M GGUF)"
+    )
     ap.add_argument("--no-doc", action="store_true", help="do not write docs/benchmarks.md")
     args = ap.parse_args(argv)
     source = args.file or default_file()
@@ -60,7 +63,14 @@ def main(argv: list[str]) -> int:
     hub_port, daemon_port = free_port(), free_port()
     ref = f"hf://{REPO_ID}/{source.name}"
     try:
-        hub_cmd = [sys.executable, "-m", "tests.support.hub_server", str(hub_port), REPO_ID, str(source)]
+        hub_cmd = [
+            sys.executable,
+            "-m",
+            "tests.support.hub_server",
+            str(hub_port),
+            REPO_ID,
+            str(source),
+        ]
         with running(hub_cmd, hub_port, f"/api/models/{REPO_ID}", work / "hub.log") as hub:
             env = {**os.environ, "HF_ENDPOINT": hub, "LOCALSERVE_MODELS": str(work / "store")}
             daemon_cmd = serve_command([], daemon_port)
@@ -72,28 +82,39 @@ def main(argv: list[str]) -> int:
                     out.unlink()
                     pull_s.append(pull_once(daemon, ref))
                     shutil.rmtree(work / "store")  # the next pull starts from nothing again
-                    print(f"round {i + 1}: curl {size / curl_s[-1] / 1e6:.0f} MB/s, "
-                          f"localserve {size / pull_s[-1] / 1e6:.0f} MB/s", flush=True)
+                    print(
+                        f"round {i + 1}: curl {size / curl_s[-1] / 1e6:.0f} MB/s, "
+                        f"localserve {size / pull_s[-1] / 1e6:.0f} MB/s",
+                        flush=True,
+                    )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     curl_mb = size / statistics.median(curl_s) / 1e6
     pull_mb = size / statistics.median(pull_s) / 1e6
     ratio = pull_mb / curl_mb
-    print(f"\nmedian over {args.rounds} rounds: curl {curl_mb:.0f} MB/s, localserve pull {pull_mb:.0f} MB/s "
-          f"= {ratio:.2f}x curl (target >= 0.80x)")
+    print(
+        f"\nmedian over {args.rounds} rounds: curl {curl_mb:.0f} MB/s, "
+        f"localserve pull {pull_mb:.0f} MB/s "
+        f"= {ratio:.2f}x curl (target >= 0.80x)"
+    )
     if not args.no_doc:
         write_doc(
             f"{START}\n## Pull throughput over loopback (#4)\n\n"
             f"`python -m benchmarks.bench_pull --rounds {args.rounds}` on {machine()}, "
             f"{time.strftime('%Y-%m-%d')}. File: {source.name}, {size / 1e6:.0f} MB, served by "
-            "tests/support/hub_server.py (sendfile) on 127.0.0.1. curl writes the file to disk; localserve's "
-            "pull writes, hashes (sha256), inspects and registers it. Rounds alternate; medians.\n\n"
+            "tests/support/hub_server.py (sendfile) on 127.0.0.1. curl writes the file to disk; "
+            "localserve's pull writes, hashes (sha256), inspects and registers it. "
+            "Rounds alternate; medians.\n\n"
             "| | median MB/s | vs curl |\n|---|---:|---:|\n"
-            f"| curl | {curl_mb:.0f} | 1.00x |\n| localserve pull | {pull_mb:.0f} | {ratio:.2f}x |\n\n"
+            f"| curl | {curl_mb:.0f} | 1.00x |\n"
+            f"| localserve pull | {pull_mb:.0f} | {ratio:.2f}x |\n\n"
             f"Per round (curl, localserve) in MB/s: "
-            + ", ".join(f"({size / c / 1e6:.0f}, {size / p / 1e6:.0f})" for c, p in zip(curl_s, pull_s))
+            + ", ".join(
+                f"({size / c / 1e6:.0f}, {size / p / 1e6:.0f})" for c, p in zip(curl_s, pull_s)
+            )
             + f"\n{END}",
-            START, END,
+            START,
+            END,
         )
     return 0
 

@@ -21,9 +21,21 @@ ROOT = HERE.parent
 
 def main() -> int:
     dist, work = ROOT / "dist", ROOT / "build" / "pyinstaller"
-    subprocess.run([sys.executable, "-m", "PyInstaller", "--noconfirm", "--distpath", str(dist),
-                    "--workpath", str(work), str(HERE / "localserve.spec")],
-                   cwd=HERE, check=True)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "PyInstaller",
+            "--noconfirm",
+            "--distpath",
+            str(dist),
+            "--workpath",
+            str(work),
+            str(HERE / "localserve.spec"),
+        ],
+        cwd=HERE,
+        check=True,
+    )
     print(f"built {dist / 'localserve'}")
     iscc = shutil.which("iscc")
     if sys.platform == "win32" and iscc:

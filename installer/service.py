@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import os
 import shutil
-from abc import ABC, abstractmethod
 import subprocess
 import sys
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import platformdirs
 
@@ -89,7 +89,7 @@ class _Platform(ABC):
         """Tell the service manager; returns what happened, for the user."""
         return ""
 
-    def unregister(self, entry: Entry) -> None:
+    def unregister(self, entry: Entry) -> None:  # noqa: B027 - nothing to undo by default
         pass
 
     def manager_state(self) -> str:
@@ -109,7 +109,9 @@ class _Linux(_Platform):
     def entries(self, tray: bool) -> list[Entry]:
         found = [Entry("daemon", self.units / UNIT, units.systemd_unit(daemon_command()).encode())]
         if tray:
-            found.append(Entry("tray", self.autostart, units.autostart_entry(tray_command()).encode()))
+            found.append(
+                Entry("tray", self.autostart, units.autostart_entry(tray_command()).encode())
+            )
         return found
 
     def register(self, entry: Entry) -> str:
@@ -147,12 +149,22 @@ class _MacOS(_Platform):
 
     def entries(self, tray: bool) -> list[Entry]:
         log = str(config.log_dir() / "launchd.log")
-        found = [Entry("daemon", self.agents / f"{units.DAEMON_LABEL}.plist",
-                       units.launch_agent(units.DAEMON_LABEL, daemon_command(), log, True))]
+        found = [
+            Entry(
+                "daemon",
+                self.agents / f"{units.DAEMON_LABEL}.plist",
+                units.launch_agent(units.DAEMON_LABEL, daemon_command(), log, True),
+            )
+        ]
         if tray:
-            found.append(Entry("tray", self.agents / f"{units.TRAY_LABEL}.plist",
-                               units.launch_agent(units.TRAY_LABEL, tray_command(), log, True)))
-        return found  # fmt: skip
+            found.append(
+                Entry(
+                    "tray",
+                    self.agents / f"{units.TRAY_LABEL}.plist",
+                    units.launch_agent(units.TRAY_LABEL, tray_command(), log, True),
+                )
+            )
+        return found
 
     def register(self, entry: Entry) -> str:
         config.log_dir().mkdir(parents=True, exist_ok=True)  # launchd opens the log, not us
@@ -179,11 +191,16 @@ class _Windows(_Platform):
         user = os.environ.get("USERDOMAIN", "") + "\\" + os.environ.get("USERNAME", "")
         parts = {"daemon": (daemon_command(), True), "tray": (tray_command(), False)}
         return [
-            Entry(part, self.tasks / f"{TASKS[part].replace(' ', '-')}.xml",
-                  units.logon_task(f"Starts {TASKS[part]} at logon", cmd, user, restart)
-                  .encode("utf-16"))
-            for part, (cmd, restart) in parts.items() if part == "daemon" or tray
-        ]  # fmt: skip
+            Entry(
+                part,
+                self.tasks / f"{TASKS[part].replace(' ', '-')}.xml",
+                units.logon_task(f"Starts {TASKS[part]} at logon", cmd, user, restart).encode(
+                    "utf-16"
+                ),
+            )
+            for part, (cmd, restart) in parts.items()
+            if part == "daemon" or tray
+        ]
 
     def register(self, entry: Entry) -> str:
         name = TASKS[entry.part]

@@ -16,28 +16,30 @@ def systemd_unit(command: Sequence[str]) -> str:
     """The daemon as a user service. Installed per user (~/.config/systemd/user), never in
     the global user-unit folder: that starts a copy in every session, the login screen's
     included, all fighting for the port (lemonade#2125)."""
-    return "\n".join([
-        "[Unit]",
-        "Description=localserve, a local LLM server",
-        "After=network.target",
-        "",
-        "[Service]",
-        "Type=simple",
-        f"ExecStart={_systemd_line(command)}",
-        "Restart=on-failure",
-        "RestartSec=5",
-        "",
-        "[Install]",
-        "WantedBy=default.target",
-        "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "[Unit]",
+            "Description=localserve, a local LLM server",
+            "After=network.target",
+            "",
+            "[Service]",
+            "Type=simple",
+            f"ExecStart={_systemd_line(command)}",
+            "Restart=on-failure",
+            "RestartSec=5",
+            "",
+            "[Install]",
+            "WantedBy=default.target",
+            "",
+        ]
+    )
 
 
 def _systemd_line(command: Sequence[str]) -> str:
     # systemd splits ExecStart on spaces, honours double quotes, and expands % and $.
     def word(arg: str) -> str:
         arg = arg.replace("%", "%%").replace("$", "$$")
-        if any(c in arg for c in ' \t"\\\''):
+        if any(c in arg for c in " \t\"\\'"):
             return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
         return arg
 
@@ -46,23 +48,25 @@ def _systemd_line(command: Sequence[str]) -> str:
 
 def autostart_entry(command: Sequence[str]) -> str:
     """The tray in the XDG autostart folder: desktops start it when this user logs in."""
-    return "\n".join([
-        "[Desktop Entry]",
-        "Type=Application",
-        "Name=localserve tray",
-        "Comment=Shows and controls the models localserve keeps loaded",
-        f"Exec={_desktop_line(command)}",
-        "Terminal=false",
-        "Categories=Utility;",
-        "X-GNOME-Autostart-enabled=true",
-        "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "[Desktop Entry]",
+            "Type=Application",
+            "Name=localserve tray",
+            "Comment=Shows and controls the models localserve keeps loaded",
+            f"Exec={_desktop_line(command)}",
+            "Terminal=false",
+            "Categories=Utility;",
+            "X-GNOME-Autostart-enabled=true",
+            "",
+        ]
+    )
 
 
 def _desktop_line(command: Sequence[str]) -> str:
     # The Desktop Entry spec: quote an argument with reserved characters, escape ", `, $, \,
     # and write a literal % as %% (field codes start with %).
-    reserved = set(' \t\n"\'\\><~|&;$*?#()`')
+    reserved = set(" \t\n\"'\\><~|&;$*?#()`")
 
     def word(arg: str) -> str:
         arg = arg.replace("%", "%%")
@@ -97,8 +101,9 @@ def logon_task(description: str, command: Sequence[str], user: str, restart: boo
     program, *args = command
     restart_xml = (
         "    <RestartOnFailure><Interval>PT1M</Interval><Count>3</Count></RestartOnFailure>\n"
-        if restart else ""
-    )  # fmt: skip
+        if restart
+        else ""
+    )
     return (
         '<?xml version="1.0" encoding="UTF-16"?>\n'
         '<Task version="1.2" xmlns="http://schemas.microsoft.com/windows/2004/02/mit/task">\n'

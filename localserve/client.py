@@ -10,7 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -157,7 +157,7 @@ class Client:
 
     # -- generation ----------------------------------------------------------------------------
 
-    def chat(self, body: JSON) -> Iterator[JSON]:
+    def chat(self, body: JSON) -> Generator[JSON, None, None]:
         """OpenAI's streamed chat chunks (the body gets `stream` and usage set here). Closing
         the iterator early closes the connection, which cancels the answer in the daemon.
 

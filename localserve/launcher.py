@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from localserve.client import Client, DaemonUnreachable
 from localserve.ground import settings as config
@@ -39,10 +40,17 @@ def is_local(host: str) -> bool:
 def start(settings: config.Settings, log_path: Path, by: str = "run") -> subprocess.Popen[bytes]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = [
-        sys.executable, "-m", "localserve", "serve", "--no-default-model",
-        "--host", settings.host, "--port", str(settings.port),
-    ]  # fmt: skip
-    detach: dict[str, object] = {}
+        sys.executable,
+        "-m",
+        "localserve",
+        "serve",
+        "--no-default-model",
+        "--host",
+        settings.host,
+        "--port",
+        str(settings.port),
+    ]
+    detach: dict[str, Any] = {}
     if os.name == "nt":
         # No console window, and out of the console's Ctrl-C group.
         detach["creationflags"] = (
@@ -57,9 +65,13 @@ def start(settings: config.Settings, log_path: Path, by: str = "run") -> subproc
         log.write(f"\n{START_MARK} {by}` at {time.ctime()} ---\n".encode())
         log.flush()
         return subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            close_fds=True, **detach,  # type: ignore[arg-type]
-        )  # fmt: skip
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            close_fds=True,
+            **detach,
+        )
 
 
 def wait_healthy(client: Client, process: subprocess.Popen[bytes], log_path: Path) -> None:

@@ -74,7 +74,11 @@ def libggml() -> ctypes.CDLL:
 def backends() -> list[str]:
     """ggml's backends this build has ("CPU", "Vulkan", "CUDA"): what it can run on at all."""
     lib = libggml()
-    count, get, name = lib["ggml_backend_reg_count"], lib["ggml_backend_reg_get"], lib["ggml_backend_reg_name"]
+    count, get, name = (
+        lib["ggml_backend_reg_count"],
+        lib["ggml_backend_reg_get"],
+        lib["ggml_backend_reg_name"],
+    )
     count.argtypes, count.restype = [], ctypes.c_size_t
     get.argtypes, get.restype = [ctypes.c_size_t], ctypes.c_void_p
     name.argtypes, name.restype = [ctypes.c_void_p], ctypes.c_char_p
@@ -88,8 +92,11 @@ _ROW = 1024  # elements per row of the probe's matrix
 
 
 class _InitParams(ctypes.Structure):
-    _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p),
-                ("no_alloc", ctypes.c_bool)]  # fmt: skip
+    _fields_ = [
+        ("mem_size", ctypes.c_size_t),
+        ("mem_buffer", ctypes.c_void_p),
+        ("no_alloc", ctypes.c_bool),
+    ]
 
 
 def max_tensor(lib: ctypes.CDLL, device: int) -> int | None:

@@ -69,4 +69,6 @@ def lacks(toolkit: Path | None = None) -> list[str]:
         return []
     if pip_cublas() is not None:
         return []
-    return ["cuBLAS is neither in the CUDA toolkit nor installed from PyPI (pip install nvidia-cublas)"]
+    return [
+        "cuBLAS is neither in the CUDA toolkit nor installed from PyPI (pip install nvidia-cublas)"
+    ]

@@ -19,9 +19,18 @@ TOOL_TIMEOUT_S = 5.0
 
 # The flags that decide which ggml CPU kernels can run, spelled as /proc/cpuinfo spells them.
 FEATURES = (
-    "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
-    "amx_tile", "amx_int8", "amx_bf16",
-)  # fmt: skip
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "amx_tile",
+    "amx_int8",
+    "amx_bf16",
+)
 AMX = ("amx_tile", "amx_int8", "amx_bf16")
 # Their counterparts on ARM (dot products, SVE, int8 matrix multiply), for ARM machines.
 ARM_FEATURES = ("asimd", "asimddp", "sve", "sve2", "i8mm", "bf16")
@@ -127,7 +136,7 @@ def read_cpu() -> Cpu:
     return Cpu(platform.processor() or machine, frozenset(), "none", machine)
 
 
-# -- GPUs --------------------------------------------------------------------------------------------
+# -- GPUs ------------------------------------------------------------------------------------------
 def parse_nvidia_smi(text: str) -> list[Gpu]:
     """`nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader`."""
     gpus = []

@@ -28,7 +28,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-# The pin of pyproject.toml's dependencies (tests/unit/native/test_native_build.py checks they agree).
+# The pin of pyproject.toml's dependencies (tests/unit/native/test_native_build.py checks both).
 PACKAGE = "llama-cpp-python==0.3.36"
 DISTRIBUTION = "llama-cpp-python"
 # Any one of them will do: the build fails late and obscurely without a C++ compiler.
@@ -80,8 +80,17 @@ class Plan:
 
     def wheel_command(self, source: str = PACKAGE) -> tuple[str, ...]:
         # --no-cache-dir: pip's cached wheel of this version was built with other flags.
-        return (self.python, "-m", "pip", "wheel", "--no-cache-dir", "--no-deps",
-                "-w", str(self.wheel_dir), source)  # fmt: skip
+        return (
+            self.python,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-cache-dir",
+            "--no-deps",
+            "-w",
+            str(self.wheel_dir),
+            source,
+        )
 
     def install_command(self, wheel: str) -> tuple[str, ...]:
         # --force-reinstall: the same version is installed already, so pip would otherwise do
@@ -89,8 +98,18 @@ class Plan:
         return (self.python, "-m", "pip", "install", "--force-reinstall", "--no-deps", wheel)
 
     def download_command(self, folder: str) -> tuple[str, ...]:
-        return (self.python, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                "-d", folder, PACKAGE)  # fmt: skip
+        return (
+            self.python,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "-d",
+            folder,
+            PACKAGE,
+        )
 
     def shell_line(self, command: tuple[str, ...] | None = None) -> str:
         """A command as a person would type it, with the build's environment. CMAKE_ARGS is
@@ -130,10 +149,11 @@ def _recipe(name: str, raw: Mapping[str, object]) -> Recipe:
         system=str(system) if system is not None else None,
         machines=tuple(m.lower() for m in strings("machines")),
         guards=tuple(
-            Guard(str(g["file"]), str(g["if"]), str(g["first"]), str(g["last"]),
-                  str(g["otherwise"]))
+            Guard(
+                str(g["file"]), str(g["if"]), str(g["first"]), str(g["last"]), str(g["otherwise"])
+            )
             for g in guards
-        ),  # fmt: skip
+        ),
         env=strings("env"),
     )
 
@@ -167,9 +187,7 @@ def this_cpu_flags() -> frozenset[str]:
         return frozenset()
 
 
-def plan(
-    recipe: Recipe, cpu_flags: Iterable[str] | None = None, python: str | None = None
-) -> Plan:
+def plan(recipe: Recipe, cpu_flags: Iterable[str] | None = None, python: str | None = None) -> Plan:
     """The build of `recipe` for a CPU with `cpu_flags` (default: this machine's)."""
     if cpu_flags is None:
         cpu_flags = this_cpu_flags()
@@ -183,10 +201,13 @@ def plan(
         **{name: os.environ[name] for name in recipe.env if os.environ.get(name)},
     }
     inputs = {
-        "package": PACKAGE, "env": env, "guards": [asdict(g) for g in recipe.guards],
-        "python": list(sys.version_info[:2]), "machine": platform.machine().lower(),
+        "package": PACKAGE,
+        "env": env,
+        "guards": [asdict(g) for g in recipe.guards],
+        "python": list(sys.version_info[:2]),
+        "machine": platform.machine().lower(),
         "system": platform.system(),
-    }  # fmt: skip
+    }
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
     folder = wheel_cache() / f"{recipe.name}-{key}"
     return Plan(recipe, env, key, folder, python or sys.executable)

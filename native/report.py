@@ -241,28 +241,31 @@ def gather() -> dict[str, Any]:
         gpu_offload=offload if isinstance(offload, bool) else None,
         llama_broken=(llama.get("errors") or {}).get("system_info"),
         amx_kernels=build_info.compiled_features(info).get("AMX_INT8") == "1"
-        if isinstance(info, str) else None,
+        if isinstance(info, str)
+        else None,
         nvidia_gpus=len(nvidia or []),
         amd_gpus=len(amd or []),
         vulkan_gpus=len([g for g in vulkan or [] if g.is_gpu]),
         onnx_genai=_distribution(ONNX_GENAI_CUDA, ONNX_GENAI_CPU, "onnxruntime-genai-directml"),
         onnx_genai_version=genai[0] if genai else None,
         onnx_cuda=cuda if isinstance(cuda, bool) else None,
-    )  # fmt: skip
+    )
     return {
         "hardware": {
             "cpu": {"model": cpu.model, "source": cpu.source, "features": cpu.features()}
-            if cpu else cpu_error,
+            if cpu
+            else cpu_error,
             "gpus": {
                 "nvidia-smi": _gpus_shown(nvidia, nvidia_error),
                 "rocm-smi": _gpus_shown(amd, amd_error),
                 "vulkaninfo": _gpus_shown(vulkan, vulkan_error),
             },
             "onnxruntime_genai": {"version": genai[0], "providers": genai[1]}
-            if genai else genai_error,
+            if genai
+            else genai_error,
             "onnxruntime": {"version": ort[0], "providers": ort[1]} if ort else ort_error,
         },
         "llama_cpp": _llama_shown(llama),
         "probe": probe,
         "advice": [asdict(a) for a in recommend(facts)],
-    }  # fmt: skip
+    }

@@ -69,9 +69,14 @@ class Verdict:
         device, bufts, reason, at, seconds = (
             raw.get(k) for k in ("device", "use_extra_bufts", "reason", "probed_at", "seconds")
         )
-        if not (isinstance(device, str) and isinstance(bufts, bool) and isinstance(reason, str)
-                and isinstance(at, str) and isinstance(seconds, (int, float))
-                and not isinstance(seconds, bool)):  # fmt: skip
+        if not (
+            isinstance(device, str)
+            and isinstance(bufts, bool)
+            and isinstance(reason, str)
+            and isinstance(at, str)
+            and isinstance(seconds, (int, float))
+            and not isinstance(seconds, bool)
+        ):
             raise ValueError(f"not a verdict: {raw!r}")
         return cls(device, bufts, reason, at, float(seconds))
 
@@ -116,7 +121,7 @@ def _builds(path: Path) -> dict[str, Any]:
 def _entries(raw: Any) -> dict[str, Verdict]:
     """A build's verdicts; an entry that does not parse is left out (the probe redoes it)."""
     verdicts: dict[str, Verdict] = {}
-    for device, entry in (raw.items() if isinstance(raw, dict) else ()):
+    for device, entry in raw.items() if isinstance(raw, dict) else ():
         try:
             verdicts[device] = Verdict.from_json(entry)
         except ValueError:

@@ -46,7 +46,11 @@ def guarded(text: str, guard: Guard) -> str:
     if lines.count(guard.first) != 1:
         raise BuildFailed(f"{guard.file}: the first line to guard appears more than once")
     wrapped = [
-        f"#if {guard.condition}", *lines[first : last + 1], "#else", guard.otherwise, "#endif"
+        f"#if {guard.condition}",
+        *lines[first : last + 1],
+        "#else",
+        guard.otherwise,
+        "#endif",
     ]
     return "\n".join(lines[:first] + wrapped + lines[last + 1 :])
 

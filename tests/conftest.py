@@ -94,8 +94,9 @@ def daemon_factory() -> Iterator:
     """
     started: list[subprocess.Popen] = []
 
-    def start(args: Sequence[str], timeout_s: float = STARTUP_TIMEOUT_S,
-              env: dict[str, str] | None = None):
+    def start(
+        args: Sequence[str], timeout_s: float = STARTUP_TIMEOUT_S, env: dict[str, str] | None = None
+    ):
         proc, url = start_daemon(args, timeout_s, env)
         started.append(proc)
         return proc, url

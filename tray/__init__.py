@@ -40,9 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="the daemon's address (env LOCALSERVE_HOST)")
     parser.add_argument("--port", type=int, help="the daemon's port (env LOCALSERVE_PORT)")
     parser.add_argument(
-        "--no-start", action="store_true",
+        "--no-start",
+        action="store_true",
         help="do not start a daemon when none answers (the menu still offers to)",
-    )  # fmt: skip
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,11 +53,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         from localserve_tray.app import Tray
     except ImportError as exc:  # the tray extra is not installed
-        print(f"localserve tray: {exc}; install it with pip install 'localserve[tray]'",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"localserve tray: {exc}; install it with pip install 'localserve[tray]'",
+            file=sys.stderr,
+        )
         return 2
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         settings = config.load({"host": args.host, "port": args.port})
     except config.ConfigError as exc:

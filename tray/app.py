@@ -18,16 +18,16 @@ import subprocess
 import sys
 import threading
 import webbrowser
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable
 
 import pystray
 
 from localserve.client import Client, ClientError, DaemonUnreachable
 from localserve.ground import settings as config
-from localserve_installer import service
 from localserve.launcher import DaemonDidNotStart, is_local, log_path, start, wait_healthy
+from localserve_installer import service
 from localserve_tray.icon import icon_image
 from localserve_tray.menu import Actions, build_menu
 from localserve_tray.status import TrayState, not_running, read_state, starting
@@ -122,19 +122,22 @@ class Tray:
     # -- actions ----------------------------------------------------------------------------------
 
     def _menu(self, state: TrayState) -> pystray.Menu:
-        return build_menu(state, Actions(
-            unload=self._in_background(self.client.unload),
-            pin=self._in_background(self.client.pin),
-            unload_all=self._in_background(self.unload_all),
-            load=self._in_background(self.client.load),
-            start_daemon=self._in_background(self.start_daemon),
-            open_logs=lambda: open_folder(config.log_dir()),
-            open_models=lambda: open_folder(config.models_dir(self.settings)),
-            open_page=lambda: webbrowser.open(f"{self.settings.url}/ui"),
-            at_login=lambda: service.installed(tray=True),
-            toggle_at_login=self._in_background(self.toggle_at_login),
-            quit=self.quit,
-        ))  # fmt: skip
+        return build_menu(
+            state,
+            Actions(
+                unload=self._in_background(self.client.unload),
+                pin=self._in_background(self.client.pin),
+                unload_all=self._in_background(self.unload_all),
+                load=self._in_background(self.client.load),
+                start_daemon=self._in_background(self.start_daemon),
+                open_logs=lambda: open_folder(config.log_dir()),
+                open_models=lambda: open_folder(config.models_dir(self.settings)),
+                open_page=lambda: webbrowser.open(f"{self.settings.url}/ui"),
+                at_login=lambda: service.installed(tray=True),
+                toggle_at_login=self._in_background(self.toggle_at_login),
+                quit=self.quit,
+            ),
+        )
 
     def _in_background(self, func: Callable[..., object]) -> Callable[..., None]:
         def submit(*args: object) -> None:
@@ -210,5 +213,9 @@ def open_folder(path: Path) -> None:
         os.startfile(path)  # type: ignore[attr-defined]
     else:
         opener = "open" if sys.platform == "darwin" else "xdg-open"
-        subprocess.Popen([opener, str(path)], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        subprocess.Popen(
+            [opener, str(path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )

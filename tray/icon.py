@@ -7,7 +7,7 @@ monochrome panels).
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from PIL import Image, ImageDraw
 
@@ -26,7 +26,7 @@ _FILL = {
 _LIGHT, _DARK = (255, 255, 255, 255), (20, 20, 20, 255)
 
 
-@lru_cache(maxsize=None)
+@cache
 def icon_image(status: Status) -> Image.Image:
     image = Image.new("RGBA", (SIZE, SIZE), (0, 0, 0, 0))
     draw = ImageDraw.Draw(image)

@@ -4,14 +4,15 @@ daemon's folders, Start at login, Quit."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pystray
 
 from localserve_tray.status import LoadedModel, TrayState
 
-Action = Callable[[], None]
+# What a menu item runs; whatever it returns is dropped (webbrowser.open's bool, say).
+Action = Callable[[], object]
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def _model_menu(model: LoadedModel, act: Actions) -> pystray.Menu:
     )
 
 
-def _call(func: Callable[..., None], *args: object) -> Callable[[], None]:
+def _call(func: Callable[..., object], *args: object) -> Callable[[], object]:
     # pystray inspects an action's arity; a closure of none keeps its item and icon out of it.
     return lambda: func(*args)
 

@@ -63,7 +63,9 @@ def starting() -> TrayState:
     return TrayState(Status.LOADING, "Starting localserve...")
 
 
-def read_state(health: JSON, ps: list[JSON], tags: list[JSON], now: datetime | None = None) -> TrayState:
+def read_state(
+    health: JSON, ps: list[JSON], tags: list[JSON], now: datetime | None = None
+) -> TrayState:
     """The state of a daemon that answered, from its three answers."""
     now = now or datetime.now(timezone.utc)
     loaded = tuple(_loaded(m, now) for m in ps)

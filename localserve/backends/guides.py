@@ -7,10 +7,10 @@ microseconds. llama.cpp's own grammar sampler (`llama_sampler_init_grammar`) che
 token of the vocabulary against the grammar at every step: at 8 concurrent streams on SmolLM2
 (49k tokens) it ran at about 0.10x the unconstrained throughput (beside a niced compile), where
 the target is 0.9x; with this mask, 1.00x (SmolLM2) and 0.92x (Gemma 3, 262k tokens), as
-docs/benchmarks.md records. The mask
-is written into llama.cpp's logits buffer, so greedy slots keep the numpy argmax and the others
-llama.cpp's sampler chain, unchanged. Tool calls in `auto` mode use llguidance's lazy lexemes:
-text is free until the call's trigger, as llama.cpp's lazy grammars do.
+docs/benchmarks.md records. The mask is written into llama.cpp's logits buffer, so greedy
+slots keep the numpy argmax and the others llama.cpp's sampler chain, unchanged. Tool calls
+in `auto` mode use llguidance's lazy lexemes: text is free until the call's trigger, as
+llama.cpp's lazy grammars do.
 
 A grammar llguidance cannot enforce is refused with its reason, never silently loosened.
 """
@@ -21,12 +21,16 @@ import json
 import threading
 import warnings
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import JSON_STYLE, Grammar
+
+if TYPE_CHECKING:
+    from llguidance._lib import JsonCompileOptions
+
 
 @lru_cache(maxsize=64)
 def _compiled(grammar: Grammar) -> str:
@@ -42,7 +46,9 @@ def _compiled(grammar: Grammar) -> str:
             raise BadRequest(f"the JSON schema is not JSON: {exc}", grammar.field) from None
         if not isinstance(schema, (dict, bool)):
             raise BadRequest("the JSON schema must be an object", grammar.field)
-        return llguidance.LLMatcher.grammar_from_json_schema(schema, overrides=JSON_STYLE)
+        style = cast("JsonCompileOptions", JSON_STYLE)
+        # The text, now known to be a schema: llguidance reads it as it is.
+        return llguidance.LLMatcher.grammar_from_json_schema(grammar.text, overrides=style)
     except (ValueError, TypeError, RuntimeError) as exc:
         raise BadRequest(f"{what} cannot be enforced: {exc}", grammar.field) from None
 
@@ -95,8 +101,9 @@ class Guides:
 # and assigning through a boolean index (0.6 against 1.5 ms for Gemma 3's 262k tokens).
 _BYTE_BIAS = np.where(
     np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little") == 1,
-    0.0, -np.inf,
-).astype(np.float32)  # fmt: skip
+    0.0,
+    -np.inf,
+).astype(np.float32)
 
 
 class _Guide:

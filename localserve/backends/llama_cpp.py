@@ -21,16 +21,24 @@ import numpy as np
 
 from localserve.backends.guides import Guides
 from localserve.backends.llama_runtime import capture, device_list, ensure_backend, reported_buffers
+from localserve.backends.llama_sampler import sampler_chain
 from localserve.formats.gguf import quantization
-from localserve.ground.model import ModelInfo
-from localserve.ground.step import StepPlan
 from localserve.ground.errors import LoadFailed
+from localserve.ground.model import ModelInfo
 from localserve.ground.sampling import SamplingParams
+from localserve.ground.step import StepPlan
 
 # The GGUF key `{arch}.pooling_type` holds llama_pooling_type; a generative model has none, and
 # then its hidden states are averaged, as Ollama does. RANK (rerankers) cannot embed.
-_POOLING = {ll.LLAMA_POOLING_TYPE_MEAN: "mean", ll.LLAMA_POOLING_TYPE_CLS: "cls",
-            ll.LLAMA_POOLING_TYPE_LAST: "last", ll.LLAMA_POOLING_TYPE_RANK: "none"}
+_POOLING = {
+    ll.LLAMA_POOLING_TYPE_MEAN: "mean",
+    ll.LLAMA_POOLING_TYPE_CLS: "cls",
+    ll.LLAMA_POOLING_TYPE_LAST: "last",
+    ll.LLAMA_POOLING_TYPE_RANK: "none",
+}
+
+
+_NO_ROWS = np.empty(0, dtype=np.intp)
 
 
 @dataclass(frozen=True)
@@ -81,7 +89,8 @@ class LlamaCppBackend:
         mparams.use_extra_bufts = options.use_extra_bufts
         model = ll.llama_model_load_from_file(path.encode(), mparams)
         if not model:
-            reason = next((l.strip() for l in reversed(capture.lines) if "error" in l.lower()), "")
+            errors = (line.strip() for line in reversed(capture.lines) if "error" in line.lower())
+            reason = next(errors, "")
             raise LoadFailed(f"llama.cpp could not load {path}" + (f": {reason}" if reason else ""))
         self._model = model
         self._vocab = ll.llama_model_get_vocab(model)
@@ -145,14 +154,21 @@ class LlamaCppBackend:
             n_params=int(ll.llama_model_n_params(model)),
             n_embd=int(ll.llama_model_n_embd(model)),
             fim=self._fim_tokens(),
-            fim_repo=(int(ll.llama_vocab_fim_rep(self._vocab)), int(ll.llama_vocab_fim_sep(self._vocab))),
+            fim_repo=(
+                int(ll.llama_vocab_fim_rep(self._vocab)),
+                int(ll.llama_vocab_fim_sep(self._vocab)),
+            ),
         )
 
     def _fim_tokens(self) -> tuple[int, int, int] | None:
         """llama.cpp's FIM ids: the GGUF keys, else the family's known token texts; -1 is none,
         and a model lacking any of the three cannot fill in the middle."""
         v = self._vocab
-        ids = (int(ll.llama_vocab_fim_pre(v)), int(ll.llama_vocab_fim_suf(v)), int(ll.llama_vocab_fim_mid(v)))
+        ids = (
+            int(ll.llama_vocab_fim_pre(v)),
+            int(ll.llama_vocab_fim_suf(v)),
+            int(ll.llama_vocab_fim_mid(v)),
+        )
         return ids if min(ids) >= 0 else None
 
     def _meta(self, key: str) -> str | None:
@@ -202,11 +218,16 @@ class LlamaCppBackend:
 
     def seq_start(self, slot: int, params: SamplingParams, prompt: list[int]) -> None:
         self.seq_end(slot)
-        chain = self._build_sampler(params, prompt)
+        chain = sampler_chain(self._vocab, self._n_vocab, params, prompt)
         self._samplers[slot] = chain
         if params.grammar is not None:
             self._guides.start(slot, params.grammar)
-        if params.greedy and not params.has_penalties and not params.infill and not params.logit_bias:
+        if (
+            params.greedy
+            and not params.has_penalties
+            and not params.infill
+            and not params.logit_bias
+        ):
             self._argmax_slots.add(slot)
 
     def seq_end(self, slot: int) -> None:
@@ -256,45 +277,6 @@ class LlamaCppBackend:
         that cannot be enforced (its grammar is kept for the sequence)."""
         if p.grammar is not None:
             self._guides.check(p.grammar)
-
-    def _build_sampler(self, p: SamplingParams, prompt: list[int]) -> ll.llama_sampler_p:
-        chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
-        if p.logit_bias:
-            biases = (ll.llama_logit_bias * len(p.logit_bias))(
-                *(ll.llama_logit_bias(token, bias) for token, bias in p.logit_bias)
-            )
-            ll.llama_sampler_chain_add(
-                chain, ll.llama_sampler_init_logit_bias(self._n_vocab, len(biases), biases)
-            )
-        if p.has_penalties:
-            ll.llama_sampler_chain_add(
-                chain,
-                ll.llama_sampler_init_penalties(
-                    self._n_vocab,
-                    p.penalty_last_n, p.repeat_penalty, p.frequency_penalty, p.presence_penalty
-                ),
-            )
-            # Penalties look back over the prompt too, as llama.cpp's own server does.
-            for token in prompt[-p.penalty_last_n :]:
-                ll.llama_sampler_accept(chain, token)
-        if p.greedy and not p.infill:
-            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_greedy())
-            return chain
-        if p.top_k > 0:
-            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_k(p.top_k))
-        if p.top_p < 1.0:
-            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_p(p.top_p, 1))
-        if p.min_p > 0.0:
-            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_min_p(p.min_p, 1))
-        if p.infill:
-            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_infill(self._vocab))
-            if p.greedy:
-                ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_greedy())
-                return chain
-        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_temp(p.temperature))
-        seed = ll.LLAMA_DEFAULT_SEED if p.seed is None else p.seed & 0xFFFFFFFF
-        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_dist(seed))
-        return chain
 
     # -- kernels ------------------------------------------------------------------------------
 
@@ -352,12 +334,20 @@ class LlamaCppBackend:
 
     def _sample(self, sample_at: list[tuple[int, int]]) -> list[int]:
         """One token per (slot, batch index); output rows follow the batch's logits order."""
-        samplers, ctx, argmax_slots, guides = self._samplers, self._ctx, self._argmax_slots, self._guides
-        argmax = None
+        samplers, ctx, argmax_slots, guides = (
+            self._samplers,
+            self._ctx,
+            self._argmax_slots,
+            self._guides,
+        )
+        # Read only for the slots in argmax_slots, and computed whenever there are any.
+        argmax: np.ndarray = _NO_ROWS
         if argmax_slots or guides:
             # A view of llama.cpp's own logits buffer: a guide's mask written here is what
             # llama_sampler_sample reads too.
-            rows = np.ctypeslib.as_array(ll.llama_get_logits(ctx), shape=(len(sample_at), self._n_vocab))
+            rows = np.ctypeslib.as_array(
+                ll.llama_get_logits(ctx), shape=(len(sample_at), self._n_vocab)
+            )
             if argmax_slots:
                 argmax = rows.argmax(axis=1)
             for row, (slot, _) in enumerate(sample_at):
@@ -370,7 +360,8 @@ class LlamaCppBackend:
                     if slot in argmax_slots:
                         argmax[row] = rows[row].argmax()
         tokens = [
-            int(argmax[row]) if argmax is not None and slot in argmax_slots
+            int(argmax[row])
+            if slot in argmax_slots
             else ll.llama_sampler_sample(samplers[slot], ctx, i)
             for row, (slot, i) in enumerate(sample_at)
         ]

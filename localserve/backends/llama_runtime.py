@@ -23,6 +23,8 @@ _backend_lock = threading.Lock()
 capture = threading.local()
 _BUFFER_LINE = re.compile(r"(\S+)\s+(\S+) buffer size =\s+([\d.]+) MiB")
 _GGML_WARN, _GGML_ERROR = 3, 4  # ggml_log_level: NONE, DEBUG, INFO, WARN, ERROR, CONT
+
+
 @ll.llama_log_callback
 def _on_llama_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
     lines = getattr(capture, "lines", None)
@@ -30,7 +32,11 @@ def _on_llama_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
     if lines is not None:
         lines.append(message)
     if level in (_GGML_WARN, _GGML_ERROR) and message.strip():
-        log.log(logging.WARNING if level == _GGML_WARN else logging.ERROR, "llama.cpp: %s", message.rstrip())
+        log.log(
+            logging.WARNING if level == _GGML_WARN else logging.ERROR,
+            "llama.cpp: %s",
+            message.rstrip(),
+        )
 
 
 def ensure_backend() -> None:
@@ -55,7 +61,6 @@ def reported_buffers(lines: list[str]) -> dict[str, int]:
     return sizes
 
 
-
 def usable_cores() -> int:
     """Cores this process may run on: affinity and cpusets, not the machine's total."""
     try:
@@ -78,6 +83,8 @@ def device_list(device: str | None) -> ctypes.Array[ctypes.c_void_p]:
     by_name.argtypes, by_name.restype = [ctypes.c_char_p], ctypes.c_void_p
     found = by_name(device.encode())
     if not found:
-        raise LoadFailed(f"llama.cpp has no device '{device}' (is GGML_VK_VISIBLE_DEVICES or "
-                         "CUDA_VISIBLE_DEVICES hiding it?)")
+        raise LoadFailed(
+            f"llama.cpp has no device '{device}' (is GGML_VK_VISIBLE_DEVICES or "
+            "CUDA_VISIBLE_DEVICES hiding it?)"
+        )
     return (ctypes.c_void_p * 2)(found, None)

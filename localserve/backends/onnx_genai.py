@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from localserve.backends.base import TurnEnd, TurnEvent
-from localserve.ground.model import ModelInfo
-from localserve.formats.onnx import PROVIDER_ENV, OnnxFolder, available, read_folder
 from localserve.backends.onnx_vocab import load_token_bytes
+from localserve.formats.onnx import PROVIDER_ENV, OnnxFolder, available, read_folder
 from localserve.ground.errors import LoadFailed
+from localserve.ground.model import ModelInfo
 from localserve.ground.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,8 @@ def choose_provider(folder: OnnxFolder, requested: str = "auto") -> str:
     if wanted != "cpu" and not available(wanted):
         log.warning(
             "%s: execution provider '%s' is not available here; running on the CPU",
-            folder.path.name, wanted,
+            folder.path.name,
+            wanted,
         )
         return "cpu"
     return wanted
@@ -93,7 +94,9 @@ class OnnxGenaiBackend:
             self.model = og.Model(self._config(continuous=self.continuous))
             self.tokenizer = og.Tokenizer(self.model)
         except Exception as exc:
-            raise LoadFailed(f"onnxruntime-genai could not load '{name}' from {path}: {exc}") from None
+            raise LoadFailed(
+                f"onnxruntime-genai could not load '{name}' from {path}: {exc}"
+            ) from None
         n_vocab = self.folder.n_vocab or 1
         self._pieces, self._specials = load_token_bytes(
             path, n_vocab, lambda t: self.tokenizer.decode([t])
@@ -119,8 +122,12 @@ class OnnxGenaiBackend:
         )
         log.info(
             "%s: onnxruntime-genai %s on %s, %s batching, up to %d sequences of %d tokens",
-            name, og.__version__, self.provider, "dynamic" if self.continuous else "static",
-            self.max_batch_size, self.max_length,
+            name,
+            og.__version__,
+            self.provider,
+            "dynamic" if self.continuous else "static",
+            self.max_batch_size,
+            self.max_length,
         )
 
     def _config(self, continuous: bool) -> Any:
@@ -147,7 +154,9 @@ class OnnxGenaiBackend:
             og.Engine(og.Model(self._config(continuous=True)))
             return True
         except Exception as exc:  # the model has no paged cache, or the provider none
-            log.info("%s: no dynamic batching on %s (%s)", self.folder.path.name, self.provider, exc)
+            log.info(
+                "%s: no dynamic batching on %s (%s)", self.folder.path.name, self.provider, exc
+            )
             return False
 
     # -- the Vocabulary surface ---------------------------------------------------------------
@@ -176,7 +185,7 @@ class OnnxGenaiBackend:
         self.tokenizer = None
         self.model = None
 
-    # -- the BatchRuntime surface: what engine/batching/onnx_batcher.py steps --------------------------
+    # -- the BatchRuntime surface: what engine/batching/onnx_batcher.py steps ----------------------
 
     def new_engine(self) -> None:
         og = self._og

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 _BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
@@ -75,7 +76,7 @@ def load_token_bytes(
             table[i] = bytes([int(byte.group(1), 16)]) if byte else piece.replace("▁", " ").encode()
     for a in added:
         table[a["id"]] = b"" if a.get("special") else a["content"].encode("utf-8")
-    for i, piece in enumerate(table):
-        if piece is None:
+    for i, entry in enumerate(table):
+        if entry is None:
             table[i] = decode_one(i).encode("utf-8")
     return [p or b"" for p in table], specials

@@ -7,7 +7,7 @@ same in any terminal, under tmux and under a test's pseudo-terminal.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,7 +18,12 @@ from localserve.cli.output import FAILED, OK, UNREACHABLE
 from localserve.cli.parameters import PARAMETERS
 from localserve.cli.wrap import answer_writer
 from localserve.client import (
-    ApiError, Client, ClientError, DaemonUnreachable, StreamCutOff, bare_name,
+    ApiError,
+    Client,
+    ClientError,
+    DaemonUnreachable,
+    StreamCutOff,
+    bare_name,
 )
 
 try:  # line editing and history where the platform has it
@@ -91,7 +96,7 @@ class ChatSession:
         line = input(PROMPT)
         if not line.lstrip().startswith(FENCE):
             return line
-        first = line.lstrip()[len(FENCE):]
+        first = line.lstrip()[len(FENCE) :]
         if first.rstrip().endswith(FENCE):  # """all on one line"""
             return first.rstrip()[: -len(FENCE)]
         lines = [first] if first else []
@@ -104,7 +109,7 @@ class ChatSession:
 
     def ask(self, text: str) -> int | None:
         """Stream one answer; an exit code when the session cannot go on, else None."""
-        messages = ([{"role": "system", "content": self.system}] if self.system else [])
+        messages = [{"role": "system", "content": self.system}] if self.system else []
         messages += [*self.history, {"role": "user", "content": text}]
         body: dict[str, Any] = {"model": self.model, "messages": messages, **self.options}
         if self.keep_alive is not None:
@@ -241,4 +246,3 @@ def _typing_hidden() -> Iterator[None]:
         yield
     finally:
         termios.tcsetattr(fd, termios.TCSANOW, saved)
-

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from localserve.ground import settings as config
 from localserve.client import Client
+from localserve.ground import settings as config
 
 
 class Failure(Exception):

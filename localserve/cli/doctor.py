@@ -21,11 +21,12 @@ WIDTH = 19  # the label column
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "doctor", help="check the hardware and the llama.cpp build; say what to fix",
+        "doctor",
+        help="check the hardware and the llama.cpp build; say what to fix",
         description="Report the CPU's features, the GPUs, onnxruntime's providers, the installed "
         "llama.cpp build and the load probe's verdicts for it, then what is wrong and the "
         "command that fixes it.",
-    )  # fmt: skip
+    )
     p.add_argument("--json", action="store_true", help="print the same as one JSON object")
     p.set_defaults(handler=doctor_command)
 

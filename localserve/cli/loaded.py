@@ -13,13 +13,19 @@ from localserve.client import JSON, bare_name
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     address = address_options()
     p = sub.add_parser(
-        "ps", parents=[address], help="list the loaded models",
+        "ps",
+        parents=[address],
+        help="list the loaded models",
         description="The loaded models: size, device, requests in flight, and when each "
         "unloads if left idle.",
-    )  # fmt: skip
+    )
     p.set_defaults(handler=ps_command)
-    p = sub.add_parser("stop", parents=[address], help="unload a model",
-                       description="Unload a model from memory (it stays on disk).")
+    p = sub.add_parser(
+        "stop",
+        parents=[address],
+        help="unload a model",
+        description="Unload a model from memory (it stays on disk).",
+    )
     p.add_argument("model", metavar="NAME")
     p.set_defaults(handler=stop_command)
 

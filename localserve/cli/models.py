@@ -17,36 +17,61 @@ from localserve.client import StreamCutOff, bare_name
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     address = address_options()
-    p = sub.add_parser("pull", parents=[address], help="download a model",
-                       description="Download a model into the store, with progress.")
+    p = sub.add_parser(
+        "pull",
+        parents=[address],
+        help="download a model",
+        description="Download a model into the store, with progress.",
+    )
     p.add_argument("model", metavar="NAME")
     p.set_defaults(handler=pull_command)
 
-    p = sub.add_parser("list", aliases=["ls"], parents=[address], help="list downloaded models",
-                       description="List the models on disk: name, size, last modified.")
+    p = sub.add_parser(
+        "list",
+        aliases=["ls"],
+        parents=[address],
+        help="list downloaded models",
+        description="List the models on disk: name, size, last modified.",
+    )
     p.set_defaults(handler=list_command)
 
-    p = sub.add_parser("show", parents=[address], help="show a model's details",
-                       description="Show a model's architecture, parameters and license.")
+    p = sub.add_parser(
+        "show",
+        parents=[address],
+        help="show a model's details",
+        description="Show a model's architecture, parameters and license.",
+    )
     p.add_argument("model", metavar="NAME")
     p.set_defaults(handler=show_command)
 
-    p = sub.add_parser("rm", parents=[address], help="delete a downloaded model",
-                       description="Delete a model from the store.")
+    p = sub.add_parser(
+        "rm",
+        parents=[address],
+        help="delete a downloaded model",
+        description="Delete a model from the store.",
+    )
     p.add_argument("model", metavar="NAME", nargs="+")
     p.set_defaults(handler=rm_command)
 
-    p = sub.add_parser("import", parents=[address], help="register a GGUF file or ONNX folder",
-                       description="Register a model file (GGUF) or folder (ONNX) under a name. "
-                       "It is linked where it lies (rm never deletes it) unless --copy is given.")
+    p = sub.add_parser(
+        "import",
+        parents=[address],
+        help="register a GGUF file or ONNX folder",
+        description="Register a model file (GGUF) or folder (ONNX) under a name. "
+        "It is linked where it lies (rm never deletes it) unless --copy is given.",
+    )
     p.add_argument("path", metavar="PATH")
     p.add_argument("--name", help="the name to serve it under (default: from the file name)")
     p.add_argument("--copy", action="store_true", help="copy it into the store instead of linking")
     p.set_defaults(handler=import_command)
 
-    p = sub.add_parser("scan", parents=[address], help="list the models in a folder",
-                       description="List the GGUF files and ONNX folders under a folder, such as "
-                       "an LM Studio or llama.cpp cache, and say which are broken.")
+    p = sub.add_parser(
+        "scan",
+        parents=[address],
+        help="list the models in a folder",
+        description="List the GGUF files and ONNX folders under a folder, such as "
+        "an LM Studio or llama.cpp cache, and say which are broken.",
+    )
     p.add_argument("path", metavar="FOLDER")
     p.set_defaults(handler=scan_command)
 
@@ -96,7 +121,9 @@ def show_command(args: argparse.Namespace) -> int:
     if loaded:
         split = ", ".join(f"{pool} {output.size(n)}" for pool, n in loaded["split"].items() if n)
         layers = f"{loaded['gpu_layers']}/{loaded['layers']} layers on a GPU"
-        _section("Loaded", [("device", str(loaded["device"])), ("layers", layers), ("memory", split)])
+        _section(
+            "Loaded", [("device", str(loaded["device"])), ("layers", layers), ("memory", split)]
+        )
     capabilities = info.get("capabilities") or []
     if capabilities:
         _section("Capabilities", [(str(c), "") for c in capabilities])
@@ -131,9 +158,14 @@ def rm_command(args: argparse.Namespace) -> int:
 def import_command(args: argparse.Namespace) -> int:
     _, client = connect(args)
     # The daemon reads the file, so it needs the path as this shell sees it, made absolute.
-    answer = client.import_model(os.path.abspath(os.path.expanduser(args.path)), args.name, args.copy)
+    answer = client.import_model(
+        os.path.abspath(os.path.expanduser(args.path)), args.name, args.copy
+    )
     how = "linked" if answer.get("linked") else "copied"
-    print(f"imported '{answer.get('model')}' ({answer.get('format')}, {output.size(answer.get('size'))}, {how})")
+    print(
+        f"imported '{answer.get('model')}' "
+        f"({answer.get('format')}, {output.size(answer.get('size'))}, {how})"
+    )
     return OK
 
 

@@ -20,25 +20,28 @@ from localserve_native import recipes
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     known = recipes.recipes()
     native = sub.add_parser(
-        "native", help="rebuild llama.cpp for this machine: CUDA, Vulkan, ROCm, Metal, no AMX",
+        "native",
+        help="rebuild llama.cpp for this machine: CUDA, Vulkan, ROCm, Metal, no AMX",
         description="Rebuild llama-cpp-python from source for this machine's hardware.",
-    )  # fmt: skip
+    )
     commands = native.add_subparsers(dest="native_command", required=True, metavar="COMMAND")
     lines = "\n".join(f"  {name:<10} {r.summary}; needs {r.needs}" for name, r in known.items())
     build = commands.add_parser(
-        "build", help="reinstall llama-cpp-python built for BACKEND",
+        "build",
+        help="reinstall llama-cpp-python built for BACKEND",
         description="Reinstall llama-cpp-python from source with the CMake flags of BACKEND, "
         "bypassing pip's wheel cache, in this Python environment. It takes several minutes "
         "once; the wheel is kept in the user cache folder under a key of its inputs. "
         f"`localserve doctor` says which backend this machine wants.\n\nbackends:\n{lines}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     build.add_argument("backend", metavar="BACKEND", choices=list(known))
     build.add_argument("--dry-run", action="store_true", help="print the commands; run nothing")
     build.add_argument(
-        "--wheel-only", action="store_true",
+        "--wheel-only",
+        action="store_true",
         help="build the wheel (or find it built) and print its path; install nothing",
-    )  # fmt: skip
+    )
     build.set_defaults(handler=build_command)
 
 

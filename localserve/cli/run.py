@@ -137,9 +137,7 @@ def pull(client: Client, name: str) -> None:
         raise Failure(f"download of '{name}' failed: {exc.message}", FAILED) from exc
 
 
-def one_shot(
-    daemon: Daemon, args: argparse.Namespace, prompt: str, options: dict[str, Any]
-) -> int:
+def one_shot(daemon: Daemon, args: argparse.Namespace, prompt: str, options: dict[str, Any]) -> int:
     body: dict[str, Any] = {
         "model": args.model,
         "messages": [{"role": "user", "content": prompt}],
@@ -163,4 +161,3 @@ def one_shot(
         for line in timings.lines():
             output.stderr.print(line, highlight=False)
     return OK
-

@@ -72,8 +72,9 @@ def serve_command(args: argparse.Namespace) -> int:
     # Imported here: only the daemon needs the engine.
     from localserve.server.daemon import run
 
-    log_format.configure(logging.DEBUG if args.verbose else logging.INFO,
-                         json_lines=settings.log_format == "json")
+    log_format.configure(
+        logging.DEBUG if args.verbose else logging.INFO, json_lines=settings.log_format == "json"
+    )
     if settings.models_dir:
         # The store reads its folder from the environment, as Ollama's does from OLLAMA_MODELS.
         os.environ["LOCALSERVE_MODELS"] = settings.models_dir

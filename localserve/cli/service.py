@@ -14,28 +14,42 @@ NOT_INSTALLED = 1
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "service", help="start localserve at login: install, uninstall, status",
+        "service",
+        help="start localserve at login: install, uninstall, status",
         description="Start the daemon (and with --tray, the tray) when you log in: a systemd "
         "user unit and an autostart entry on Linux, LaunchAgents on macOS, logon tasks on "
         "Windows. For this user only, never system-wide.",
-    )  # fmt: skip
+    )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    for name, text in (("install", "start at login"), ("uninstall", "stop starting at login"),
-                       ("status", "what is installed, and whether it runs")):  # fmt: skip
-        a = actions.add_parser(name, parents=[address_options()] if name == "status" else [],
-                               help=text, description=text[0].upper() + text[1:] + ".")  # fmt: skip
+    for name, text in (
+        ("install", "start at login"),
+        ("uninstall", "stop starting at login"),
+        ("status", "what is installed, and whether it runs"),
+    ):
+        a = actions.add_parser(
+            name,
+            parents=[address_options()] if name == "status" else [],
+            help=text,
+            description=text[0].upper() + text[1:] + ".",
+        )
         a.add_argument("--tray", action="store_true", help="the tray too")
         if name == "uninstall":
-            a.add_argument("--purge", action="store_true",
-                           help="also delete the models, logs and state (never without it)")  # fmt: skip
+            a.add_argument(
+                "--purge",
+                action="store_true",
+                help="also delete the models, logs and state (never without it)",
+            )
         a.set_defaults(handler=service_command)
     p = sub.add_parser(
-        "tray", parents=[address_options()], help="the system tray icon",
+        "tray",
+        parents=[address_options()],
+        help="the system tray icon",
         description="A tray icon with the daemon's status and loaded models; it starts a "
         "daemon if none answers, and stops that one (only) on Quit.",
-    )  # fmt: skip
-    p.add_argument("--no-start", action="store_true",
-                   help="do not start a daemon when none answers")  # fmt: skip
+    )
+    p.add_argument(
+        "--no-start", action="store_true", help="do not start a daemon when none answers"
+    )
     p.set_defaults(handler=tray_command)
 
 

@@ -18,13 +18,19 @@ SHUTDOWN_WAIT_S = 30.0
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     address = address_options()
     p = sub.add_parser(
-        "status", parents=[address], help="is the daemon up: version, address, memory pools",
+        "status",
+        parents=[address],
+        help="is the daemon up: version, address, memory pools",
         description=f"Whether the daemon answers, and its memory pools. Exit code "
         f"{UNREACHABLE} when it does not.",
-    )  # fmt: skip
+    )
     p.set_defaults(handler=status_command)
-    p = sub.add_parser("shutdown", parents=[address], help="stop the daemon",
-                       description="Stop the daemon: loaded models are freed, then it exits.")
+    p = sub.add_parser(
+        "shutdown",
+        parents=[address],
+        help="stop the daemon",
+        description="Stop the daemon: loaded models are freed, then it exits.",
+    )
     p.set_defaults(handler=shutdown_command)
 
 
@@ -54,9 +60,15 @@ def status_command(args: argparse.Namespace) -> int:
         models = ", ".join(f"{name} {output.size(n)}" for name, n in holders.items() if n)
         device = ": ".join(filter(None, (pool.get("backend_device"), pool.get("description"))))
         rows.append(
-            (str(pool.get("device")), device or "-", output.size(budget), output.size(used),
-             output.size(budget - used), models or "-")
-        )  # fmt: skip
+            (
+                str(pool.get("device")),
+                device or "-",
+                output.size(budget),
+                output.size(used),
+                output.size(budget - used),
+                models or "-",
+            )
+        )
     print()
     output.table(("POOL", "DEVICE", "BUDGET", "RESERVED", "FREE", "HELD BY"), rows)
     return OK

@@ -19,8 +19,16 @@ from localserve.formats.memory import MemoryEstimate
 from localserve.ground.model import ModelFacts
 
 __all__ = [
-    "FORMATS", "BadModelFile", "Format", "MemoryEstimate", "chat_template", "detect", "facts",
-    "file_format", "folder_format", "format_named",
+    "FORMATS",
+    "BadModelFile",
+    "Format",
+    "MemoryEstimate",
+    "chat_template",
+    "detect",
+    "facts",
+    "file_format",
+    "folder_format",
+    "format_named",
 ]
 
 

@@ -75,7 +75,9 @@ def gguf_facts(path: Path | str) -> ModelFacts:
         has_chat_template="tokenizer.chat_template" in header.metadata,
         license=str(license_) if license_ else None,
         embedding_length=int(header.arch_value("embedding_length", 0) or 0),
-        basename=_text(header.metadata.get("general.basename") or header.metadata.get("general.name")),
+        basename=_text(
+            header.metadata.get("general.basename") or header.metadata.get("general.name")
+        ),
         capabilities=_capabilities(header),
         fim_tokens=fim_texts(header),
         stop_tokens=_stop_tokens(header),
@@ -168,7 +170,9 @@ def layered(
     head_k = int(header.arch_value("attention.key_length", n_embd // n_head))
     head_v = int(header.arch_value("attention.value_length", n_embd // n_head))
     window = int(header.arch_value("attention.sliding_window", 0) or 0)
-    n_vocab = int(header.arch_value("vocab_size", 0) or header.array_lengths.get("tokenizer.ggml.tokens", 0))
+    n_vocab = int(
+        header.arch_value("vocab_size", 0) or header.array_lengths.get("tokenizer.ggml.tokens", 0)
+    )
 
     cells_full = _pad(n_ctx_slot) * n_slots
     per_cell_layer = n_head_kv * (head_k + head_v) * F16
@@ -193,7 +197,11 @@ def layered(
     # No output.weight: the head is token_embd, and a device that holds the output gets a copy.
     tied = not any(t.name == "output.weight" for t in header.tensors)
     embeddings = next((t.n_bytes for t in header.tensors if t.name == "token_embd.weight"), 0)
-    head = embeddings if tied else max((t.n_bytes for t in header.tensors if t.name == "output.weight"), default=0)
+    head = (
+        embeddings
+        if tied
+        else max((t.n_bytes for t in header.tensors if t.name == "output.weight"), default=0)
+    )
 
     # Calibrated against llama.cpp's compute buffers (CPU and Vulkan, SmolLM2 and Gemma 3):
     # a micro-batch's logits in f32; a layer's activations (the gated FFN's three n_ff-wide

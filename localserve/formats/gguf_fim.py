@@ -18,20 +18,44 @@ TOKENS = "tokenizer.ggml.tokens"
 _ROLES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (
         ("tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id"),
-        ("<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
-         "<|code_prefix|>", "<|prefix|>"),
+        (
+            "<|fim_prefix|>",
+            "<fim-prefix>",
+            "<fim_prefix>",
+            "<｜fim▁begin｜>",
+            "<PRE>",
+            "▁<PRE>",
+            "<|code_prefix|>",
+            "<|prefix|>",
+        ),
     ),
     (
         ("tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id"),
-        ("<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
-         "<|code_suffix|>", "<|suffix|>"),
+        (
+            "<|fim_suffix|>",
+            "<fim-suffix>",
+            "<fim_suffix>",
+            "<｜fim▁hole｜>",
+            "<SUF>",
+            "▁<SUF>",
+            "<|code_suffix|>",
+            "<|suffix|>",
+        ),
     ),
     (
         ("tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id"),
-        ("<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>",
-         "<|code_middle|>", "<|middle|>"),
+        (
+            "<|fim_middle|>",
+            "<fim-middle>",
+            "<fim_middle>",
+            "<｜fim▁end｜>",
+            "<MID>",
+            "▁<MID>",
+            "<|code_middle|>",
+            "<|middle|>",
+        ),
     ),
-)  # fmt: skip
+)
 
 
 def fim_texts(header: GGUFHeader) -> tuple[str, str, str] | None:

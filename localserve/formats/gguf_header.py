@@ -18,7 +18,19 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 MAGIC = b"GGUF"
 # GGUF value types: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md
-_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_SCALARS = {
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
+}
 _STRING, _ARRAY = 8, 9
 _U64 = struct.Struct("<Q")
 _MAX_DIMS = 8

@@ -25,9 +25,8 @@ class MemoryEstimate:
     @property
     def total(self) -> int:
         return (
-            self.weights + self.kv_cache + self.compute + self.prompt_cache
-            + self.embedding_output
-        )  # fmt: skip
+            self.weights + self.kv_cache + self.compute + self.prompt_cache + self.embedding_output
+        )
 
     @property
     def at_load(self) -> int:

@@ -110,9 +110,10 @@ class LayeredEstimate:
 
         if not self.tensors:
             return (
-                self.input_weights + sum(self.layer_weights[:first])
+                self.input_weights
+                + sum(self.layer_weights[:first])
                 + (0 if output_on_device else self.output_weights)
-            )  # fmt: skip
+            )
         spans = [(offset, offset + size) for layer, offset, size in self.tensors if on_host(layer)]
         return max(end for _, end in spans) - min(start for start, _ in spans) if spans else 0
 
@@ -120,7 +121,14 @@ class LayeredEstimate:
 def unsplit(estimate: MemoryEstimate) -> LayeredEstimate:
     """A model that runs where it is placed, whole (an ONNX model): nothing to offload."""
     return LayeredEstimate(
-        input_weights=estimate.weights, output_weights=0, layer_weights=(), layer_kv=(),
-        compute_layer=estimate.compute, compute_logits=0, compute_input=0, output_buffer=0,
-        prompt_cache=estimate.prompt_cache, host_kv=estimate.kv_cache,
-    )  # fmt: skip
+        input_weights=estimate.weights,
+        output_weights=0,
+        layer_weights=(),
+        layer_kv=(),
+        compute_layer=estimate.compute,
+        compute_logits=0,
+        compute_input=0,
+        output_buffer=0,
+        prompt_cache=estimate.prompt_cache,
+        host_kv=estimate.kv_cache,
+    )

@@ -30,12 +30,19 @@ class CallFormat:
         return self.open + NAME_KEY
 
 
-HERMES = CallFormat("hermes", "<tool_call>\n", "\n</tool_call>\n<tool_call>\n", "\n</tool_call>",
-                    "arguments", "<tool_call>")  # fmt: skip
+HERMES = CallFormat(
+    "hermes",
+    "<tool_call>\n",
+    "\n</tool_call>\n<tool_call>\n",
+    "\n</tool_call>",
+    "arguments",
+    "<tool_call>",
+)
 MISTRAL = CallFormat("mistral", "[TOOL_CALLS][", ", ", "]", "arguments", "[TOOL_CALLS]")
 LLAMA3 = CallFormat("llama3", "", "\n", "", "parameters", '{"name"')
-GENERIC = CallFormat("generic", '{"tool_calls": [', ", ", "]}", "arguments", '{"tool_calls"',
-                     native=False)  # fmt: skip
+GENERIC = CallFormat(
+    "generic", '{"tool_calls": [', ", ", "]}", "arguments", '{"tool_calls"', native=False
+)
 
 
 def call_format(template: str | None) -> CallFormat:
@@ -47,7 +54,9 @@ def call_format(template: str | None) -> CallFormat:
         return MISTRAL
     if "<tool_call>" in template:
         return HERMES
-    if "<|start_header_id|>" in template and ('"parameters"' in template or "<|python_tag|>" in template):
+    if "<|start_header_id|>" in template and (
+        '"parameters"' in template or "<|python_tag|>" in template
+    ):
         return LLAMA3
     return GENERIC
 

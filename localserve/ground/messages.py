@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Any, Union
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -150,8 +150,10 @@ class Embedded(msgspec.Struct, tag=True):
     error: str | None = None
 
 
-ToWorker = Union[Load, Unload, Tokenize, Submit, Embed, Cancel, Stats]
-FromWorker = Union[Reply, Step, Embedded]
+ToWorker = Load | Unload | Tokenize | Submit | Embed | Cancel | Stats
+FromWorker = Reply | Step | Embedded
+
+T = TypeVar("T")
 
 _LENGTH = struct.Struct(">I")
 
@@ -161,7 +163,7 @@ def frame(message: msgspec.Struct, encoder: msgspec.msgpack.Encoder) -> bytes:
     return _LENGTH.pack(len(body)) + body
 
 
-def read_frame(sock: socket.socket, decoder: msgspec.msgpack.Decoder[Any]) -> Any:
+def read_frame(sock: socket.socket, decoder: msgspec.msgpack.Decoder[T]) -> T | None:
     """The next message on `sock`; None once the other end has closed it."""
     header = _read_exactly(sock, _LENGTH.size)
     if header is None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
 # Compact JSON, with the spaces models write after ',' and ':': free whitespace would let a
 # small model pad an answer with newlines until max_tokens. llguidance's JSON options.
 JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}

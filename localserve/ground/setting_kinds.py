@@ -160,12 +160,19 @@ SECONDS = Kind(_seconds, lambda v: f"{v:g}", "a number of seconds")
 NUMBER = Kind(_seconds, lambda v: f"{v:g}", "a number, 0 or more")
 DURATION = Kind(_duration, _show_duration, 'a duration like "5m", 0 or -1')
 SIZE = Kind(_size, _show_size, "a size like 512MiB or 4GiB")
-BUDGETS = Kind(_budgets, _show_budgets, 'a size like 12GiB, or sizes per device like "cpu=12GiB,gpu0=7GiB"')
-CAPS = Kind(_caps, _show_caps, 'a token count like 1024, or counts per model like "1024,gemma3=256"')
+BUDGETS = Kind(
+    _budgets, _show_budgets, 'a size like 12GiB, or sizes per device like "cpu=12GiB,gpu0=7GiB"'
+)
+CAPS = Kind(
+    _caps, _show_caps, 'a token count like 1024, or counts per model like "1024,gemma3=256"'
+)
 LAYERS = Kind(_layers, str, 'a layer count, or "auto"')
 NAMES_LIST = Kind(_names, ",".join, "a comma-separated list")
-PATHS = Kind(lambda raw: tuple(str(Path(p).expanduser()) for p in _names(raw)), ",".join,
-             "a comma-separated list of folders")  # fmt: skip
+PATHS = Kind(
+    lambda raw: tuple(str(Path(p).expanduser()) for p in _names(raw)),
+    ",".join,
+    "a comma-separated list of folders",
+)
 SECRET = Kind(str, lambda _: "(set)", "text")
 # A switch: `--no-auth` on the command line, true/false in the environment and config.
 SWITCH = Kind(_switch, lambda v: "on" if v else "off", "true or false")

@@ -32,8 +32,23 @@ from typing import Any
 import platformdirs
 
 from localserve.ground.setting_kinds import (
-    BUDGETS, CAPS, DURATION, LAYERS, LOG_FORMAT, NAMES_LIST, NUMBER, PATH, PATHS, PORT, SECONDS,
-    SECRET, SIZE, SWITCH, TEXT, WHOLE, Kind,
+    BUDGETS,
+    CAPS,
+    DURATION,
+    LAYERS,
+    LOG_FORMAT,
+    NAMES_LIST,
+    NUMBER,
+    PATH,
+    PATHS,
+    PORT,
+    SECONDS,
+    SECRET,
+    SIZE,
+    SWITCH,
+    TEXT,
+    WHOLE,
+    Kind,
 )
 
 if sys.version_info >= (3, 11):
@@ -63,20 +78,30 @@ class Settings:
     # Ollama's port: tools that speak Ollama find us where they already look.
     port: int = setting(11434, PORT, "port to listen on")
     models_dir: str | None = setting(
-        None, PATH, "where pulled models are kept", unset="the user data folder",
+        None,
+        PATH,
+        "where pulled models are kept",
+        unset="the user data folder",
         env="LOCALSERVE_MODELS",
     )
     keep_alive: float | None = setting(
-        300.0, DURATION, "how long an idle model stays loaded: 5m, 30s, 0 (unload at once), "
+        300.0,
+        DURATION,
+        "how long an idle model stays loaded: 5m, 30s, 0 (unload at once), "
         "-1 (for ever); a request's keep_alive overrides it",
     )
     memory_budget: dict[str, int] | None = setting(
-        None, BUDGETS, "memory loaded models may take, per device: 12GiB (the CPU's) or "
-        "cpu=12GiB,gpu0=7GiB", unset="each device's free memory less a headroom",
+        None,
+        BUDGETS,
+        "memory loaded models may take, per device: 12GiB (the CPU's) or cpu=12GiB,gpu0=7GiB",
+        unset="each device's free memory less a headroom",
     )
     gpu_layers: int | None = setting(
-        None, LAYERS, "layers of each model offloaded to a GPU: auto (as many as fit), 0 (CPU "
-        "only) or a count; a request's num_gpu option overrides it", unset="auto",
+        None,
+        LAYERS,
+        "layers of each model offloaded to a GPU: auto (as many as fit), 0 (CPU "
+        "only) or a count; a request's num_gpu option overrides it",
+        unset="auto",
     )
     parallel: int = setting(4, WHOLE, "slots per model: requests decoded together")
     ctx: int = setting(4096, WHOLE, "context tokens per slot")
@@ -84,21 +109,27 @@ class Settings:
     step_tokens: int = setting(512, WHOLE, "token budget of one batched step")
     max_queue: int = setting(64, WHOLE, "requests that may wait for a slot, per model")
     prompt_cache: int = setting(
-        256 << 20, SIZE, "memory per model for conversations saved when their slot goes to "
+        256 << 20,
+        SIZE,
+        "memory per model for conversations saved when their slot goes to "
         "another request, so they resume without prefilling again (0: off; at most the slots' "
         "KV size)",
     )
     # Codex sends no max_output_tokens to a local server: without a cap a small model may
     # write until its slot is full. Ollama's num_predict, per model as its Modelfiles set it.
     max_tokens: dict[str, int] | None = setting(
-        None, CAPS, "tokens an answer may have when its request sets no cap: 1024, or per model "
+        None,
+        CAPS,
+        "tokens an answer may have when its request sets no cap: 1024, or per model "
         "as 1024,gemma3=256 (a request's own max_tokens or num_predict wins)",
         unset="none: up to the slot's context",
     )
     max_loaded_models: int = setting(0, WHOLE, "cap on resident models (0: no cap)")
     load_timeout: float = setting(120.0, SECONDS, "seconds a request waits for memory")
     max_pass_over: float = setting(
-        10.0, SECONDS, "seconds a request for a swapped-out model may be passed over before "
+        10.0,
+        SECONDS,
+        "seconds a request for a swapped-out model may be passed over before "
         "the models in its way stop taking new requests",
     )
     batch_delay_ms: float = setting(
@@ -106,40 +137,58 @@ class Settings:
     )
     # Who may talk to the daemon (server/http/guard.py).
     allowed_hosts: tuple[str, ...] = setting(
-        (), NAMES_LIST, "more Host names to answer to, comma-separated; localhost, *.localhost "
-        "and this machine's addresses always are", unset="none",
+        (),
+        NAMES_LIST,
+        "more Host names to answer to, comma-separated; localhost, *.localhost "
+        "and this machine's addresses always are",
+        unset="none",
     )
     origins: tuple[str, ...] = setting(
-        (), NAMES_LIST, "more web origins whose pages may call the API, comma-separated, as "
+        (),
+        NAMES_LIST,
+        "more web origins whose pages may call the API, comma-separated, as "
         "OLLAMA_ORIGINS: https://app.example, https://*.example.com, or *; pages on localhost "
-        "and editor webviews always may", unset="none",
+        "and editor webviews always may",
+        unset="none",
     )
     api_key: str | None = setting(
-        None, SECRET, "a key every request must send (Authorization: Bearer KEY, or X-Api-Key) "
-        "but /health, / and /api/version", unset="none: on loopback any key or none is taken",
+        None,
+        SECRET,
+        "a key every request must send (Authorization: Bearer KEY, or X-Api-Key) "
+        "but /health, / and /api/version",
+        unset="none: on loopback any key or none is taken",
     )
     admin_key: str | None = setting(
-        None, SECRET, "a second key, for pull, delete, import, scan, load, unload, pin and "
-        "shutdown", unset="none",
+        None,
+        SECRET,
+        "a second key, for pull, delete, import, scan, load, unload, pin and shutdown",
+        unset="none",
     )
     no_auth: bool = setting(False, SWITCH, "serve beyond loopback with no key (refused otherwise)")
     import_roots: tuple[str, ...] = setting(
-        (), PATHS, "folders /api/admin/import and /scan may read, besides the models folder",
+        (),
+        PATHS,
+        "folders /api/admin/import and /scan may read, besides the models folder",
         unset="none",
     )
     # Limits (server/http/limits.py).
     max_body: int = setting(
-        16 << 20, SIZE, "largest request body of generation and embeddings (other endpoints "
-        "take 1 MiB)",
+        16 << 20,
+        SIZE,
+        "largest request body of generation and embeddings (other endpoints take 1 MiB)",
     )
     body_timeout: float = setting(30.0, SECONDS, "seconds a request body may take to arrive")
     max_connections: int = setting(256, WHOLE, "open connections at most; more are refused")
     # What the daemon tells about itself (server/http/metrics.py, server/http/request_log.py).
     no_metrics: bool = setting(False, SWITCH, "turn GET /metrics off")
-    log_format: str = setting("text", LOG_FORMAT, "the log's lines: text, or json (one object a "
-                              "line, a request's fields as an object)")
-    log_prompts: bool = setting(False, SWITCH, "put each request's prompt in its log line "
-                                "(never without this)")
+    log_format: str = setting(
+        "text",
+        LOG_FORMAT,
+        "the log's lines: text, or json (one object a line, a request's fields as an object)",
+    )
+    log_prompts: bool = setting(
+        False, SWITCH, "put each request's prompt in its log line (never without this)"
+    )
 
     @property
     def url(self) -> str:
@@ -239,7 +288,7 @@ def load(
 def _read_file(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            data: dict[str, Any] = tomllib.load(f)
     except FileNotFoundError:
         return {}
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -247,8 +296,7 @@ def _read_file(path: Path) -> dict[str, Any]:
     unknown = sorted(set(data) - set(ENV))
     if unknown:
         raise ConfigError(
-            f"config file {path}: unknown setting {', '.join(unknown)} "
-            f"(known: {', '.join(ENV)})"
+            f"config file {path}: unknown setting {', '.join(unknown)} (known: {', '.join(ENV)})"
         )
     return data
 
@@ -269,7 +317,7 @@ def _split_host_port(values: dict[str, Any]) -> None:
         return
     for scheme in ("http://", "https://"):
         if host.startswith(scheme):
-            host = host[len(scheme):]
+            host = host[len(scheme) :]
     host = host.rstrip("/")
     if host.startswith("["):  # [::1]:8080
         addr, _, rest = host[1:].partition("]")

@@ -10,16 +10,18 @@ from aiohttp import web
 
 from localserve import __version__
 from localserve.engine.residency.manager import ModelManager
-from localserve.server import embeddings, openapi, ui
+from localserve.server import embeddings, ui
 from localserve.server.admin import api as admin
 from localserve.server.anthropic import api as anthropic
 from localserve.server.http import guard, metrics, request_log
-from localserve.server.llamacpp import infill
-from localserve.server.ollama import generate as ollama, store
-from localserve.server.openai import completions as openai
-from localserve.server.responses import api as responses
 from localserve.server.http.errors import error_response
 from localserve.server.http.state import MANAGER
+from localserve.server.llamacpp import infill
+from localserve.server.ollama import generate as ollama
+from localserve.server.ollama import store
+from localserve.server.openai import completions as openai
+from localserve.server.openapi import document as openapi
+from localserve.server.responses import api as responses
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +47,14 @@ async def health(request: web.Request) -> web.Response:
     manager = request.app[MANAGER]
     # What the daemon is busy with besides answering: the tray's "Loading X", "Pulling X 40%".
     return web.json_response(
-        {"status": "ok", "version": __version__, "models": [m.name for m in manager.models],
-         "loading": manager.loading, "pulling": list(request.app[store.PULLS].values()),
-         "devices": manager.loader.health()}
+        {
+            "status": "ok",
+            "version": __version__,
+            "models": [m.name for m in manager.models],
+            "loading": manager.loading,
+            "pulling": list(request.app[store.PULLS].values()),
+            "devices": manager.loader.health(),
+        }
     )
 
 

@@ -22,12 +22,12 @@ from localserve.engine.workers.stream import RequestStream
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.units import UNSET, KeepAlive
-from localserve.server.http import request_log
 from localserve.server.chat.answer_parser import THINK_CLOSE, AnswerParser, Parsed
 from localserve.server.chat.pieces import outputs
 from localserve.server.chat.plan import ChatPlan, plan_chat
-from localserve.server.http.state import MANAGER
 from localserve.server.chat.tool_calls import ToolRequest
+from localserve.server.http import request_log
+from localserve.server.http.state import MANAGER
 
 
 @dataclass
@@ -60,8 +60,13 @@ class Turn:
     request's own grammar and what is left of its cap.
     """
 
-    def __init__(self, model: ResidentModel, seq: RequestStream, parser: AnswerParser,
-                 answer: Callable[[RequestStream], Awaitable[RequestStream | None]] | None = None) -> None:
+    def __init__(
+        self,
+        model: ResidentModel,
+        seq: RequestStream,
+        parser: AnswerParser,
+        answer: Callable[[RequestStream], Awaitable[RequestStream | None]] | None = None,
+    ) -> None:
         self.model = model
         self.first = self.seq = seq
         self.parser = parser
@@ -111,7 +116,8 @@ def check_room(model: ResidentModel, params: SamplingParams) -> None:
     if params.max_tokens is not None and params.max_tokens > model.info.n_ctx_slot:
         raise BadRequest(
             f"max_tokens {params.max_tokens} is larger than this model's context per slot "
-            f"({model.info.n_ctx_slot} tokens)", "max_tokens",
+            f"({model.info.n_ctx_slot} tokens)",
+            "max_tokens",
         )
 
 
@@ -142,26 +148,36 @@ async def chat_turn(request: web.Request, ask: ChatAsk) -> AsyncIterator[Turn]:
         async with AsyncExitStack() as stack:
             if budget is None:  # one round trip: the worker tokenizes, checks and queues
                 seq = await stack.enter_async_context(
-                    request_log.generation(request, model, text, params, "messages"))
+                    request_log.generation(request, model, text, params, "messages")
+                )
                 yield Turn(model, seq, plan.parser())
                 return
             answer_params, cap = params, model.output_cap(params)
-            thinking = replace(params, grammar=None, stop=(*params.stop, THINK_CLOSE),
-                               max_tokens=budget if cap is None else min(budget, cap))
+            thinking = replace(
+                params,
+                grammar=None,
+                stop=(*params.stop, THINK_CLOSE),
+                max_tokens=budget if cap is None else min(budget, cap),
+            )
             # The answer after the thinking is queued with the prompt's tokens: ask for them.
-            seq = await stack.enter_async_context(request_log.generation(
-                request, model, text, thinking, "messages", want_tokens=True))  # fmt: skip
+            seq = await stack.enter_async_context(
+                request_log.generation(request, model, text, thinking, "messages", want_tokens=True)
+            )
 
             async def answer(done: RequestStream) -> RequestStream | None:
                 ended = done.finish_reason == "length" or done.stop_sequence == THINK_CLOSE
                 left = None if cap is None else cap - done.completion_tokens
                 if not ended or (left is not None and left <= 0):
                     return None
-                close = [] if done.stop_sequence == THINK_CLOSE else await model.encode_piece(
-                    THINK_CLOSE)  # fmt: skip
+                close = (
+                    []
+                    if done.stop_sequence == THINK_CLOSE
+                    else await model.encode_piece(THINK_CLOSE)
+                )
                 rest = replace(answer_params, max_tokens=left)
-                return await stack.enter_async_context(model.generation(
-                    [*done.prompt, *done.generated, *close], rest, "messages"))  # fmt: skip
+                return await stack.enter_async_context(
+                    model.generation([*done.prompt, *done.generated, *close], rest, "messages")
+                )
 
             yield Turn(model, seq, plan.parser(), answer)
 

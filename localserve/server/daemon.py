@@ -10,9 +10,9 @@ from pathlib import Path
 
 from aiohttp import web
 
+from localserve.engine.residency.manager import ModelManager
 from localserve.ground.errors import EngineError
 from localserve.ground.settings import Settings
-from localserve.engine.residency.manager import ModelManager
 from localserve.server.admin.api import SHUTDOWN
 from localserve.server.app import build_app
 from localserve.server.http.guard import is_loopback, operator_token
@@ -47,12 +47,13 @@ async def serve(settings: Settings, models: list[str]) -> str:
                 # Models named at start stay until evicted, as a user who named them expects.
                 await manager.preload(name, keep_alive_s=None)
             except EngineError as exc:
-                raise SystemExit(f"localserve: cannot serve '{name}': {exc}")
+                raise SystemExit(f"localserve: cannot serve '{name}': {exc}") from exc
         missing = [n for n in models if manager.get(n) is None and manager.get(_stem(n)) is None]
         if missing:
             log.warning(
                 "the memory budget does not hold every --model at once: %s were evicted to "
-                "make room and will load again on their next request", ", ".join(missing)
+                "make room and will load again on their next request",
+                ", ".join(missing),
             )
         site = web.TCPSite(runner, host, port)
         await site.start()

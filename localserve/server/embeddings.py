@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from localserve.ground.errors import BadRequest, ContextOverflow
 from localserve.engine.workers.resident import ResidentModel
+from localserve.ground.errors import BadRequest, ContextOverflow
 from localserve.server.http import validation as v
-from localserve.server.ollama.options import window
 from localserve.server.http.readers import keep_alive, model_name, read_json
 from localserve.server.http.state import MANAGER
+from localserve.server.ollama.options import window
 
 
 # Normalization is the face's business: the engine returns raw pooled vectors.
@@ -79,13 +79,15 @@ async def ollama_embed(request: web.Request) -> web.Response:
         ctx = window(model.name, num_ctx, model.info.n_ctx_slot)
         tokens = _fit(await model.encode_texts(texts), ctx, truncate) if texts else []
         vectors = await model.embed(tokens) if tokens else []
-    return web.json_response({
-        "model": name,
-        "embeddings": [shorten(normalize(vec), dimensions).tolist() for vec in vectors],
-        "total_duration": int((time.monotonic() - started) * 1e9),
-        "load_duration": int(load_s * 1e9),
-        "prompt_eval_count": sum(len(t) for t in tokens),
-    })
+    return web.json_response(
+        {
+            "model": name,
+            "embeddings": [shorten(normalize(vec), dimensions).tolist() for vec in vectors],
+            "total_duration": int((time.monotonic() - started) * 1e9),
+            "load_duration": int(load_s * 1e9),
+            "prompt_eval_count": sum(len(t) for t in tokens),
+        }
+    )
 
 
 async def ollama_embeddings(request: web.Request) -> web.Response:
@@ -129,7 +131,8 @@ def _encode(vec: np.ndarray, encoding: str) -> list[float] | str:
     if encoding == "base64":
         # OpenAI's base64 is the little-endian float32 array, which its clients decode.
         return base64.b64encode(vec.astype("<f4").tobytes()).decode("ascii")
-    return vec.tolist()
+    floats: list[float] = vec.tolist()
+    return floats
 
 
 async def openai_embeddings(request: web.Request) -> web.Response:
@@ -143,17 +146,22 @@ async def openai_embeddings(request: web.Request) -> web.Response:
         tokens = _fit(await _openai_inputs(model, body.get("input")), model.info.n_ctx_slot, False)
         vectors = await model.embed(tokens)
     data = [
-        {"object": "embedding", "index": i,
-         "embedding": _encode(shorten(normalize(vec), dimensions), encoding)}
+        {
+            "object": "embedding",
+            "index": i,
+            "embedding": _encode(shorten(normalize(vec), dimensions), encoding),
+        }
         for i, vec in enumerate(vectors)
     ]
     n = sum(len(t) for t in tokens)
-    return web.json_response({
-        "object": "list",
-        "data": data,
-        "model": name,
-        "usage": {"prompt_tokens": n, "total_tokens": n},
-    })
+    return web.json_response(
+        {
+            "object": "list",
+            "data": data,
+            "model": name,
+            "usage": {"prompt_tokens": n, "total_tokens": n},
+        }
+    )
 
 
 def add_routes(app: web.Application) -> None:

@@ -5,7 +5,7 @@ http/guard.py's rules; it asks for the API key when the daemon wants one."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 from aiohttp import web
@@ -23,9 +23,9 @@ _POLICY = (
 )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read(name: str) -> bytes:
-    return resources.files("localserve.server").joinpath("ui", name).read_bytes()
+    return resources.files("localserve.server").joinpath("ui").joinpath(name).read_bytes()
 
 
 async def page(request: web.Request) -> web.Response:
@@ -36,8 +36,11 @@ async def page(request: web.Request) -> web.Response:
         body=_read(name),
         content_type=FILES[name],
         charset="utf-8",
-        headers={"Content-Security-Policy": _POLICY, "Cache-Control": "no-cache",
-                 "X-Content-Type-Options": "nosniff"},  # fmt: skip
+        headers={
+            "Content-Security-Policy": _POLICY,
+            "Cache-Control": "no-cache",
+            "X-Content-Type-Options": "nosniff",
+        },
     )
 
 

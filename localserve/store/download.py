@@ -39,7 +39,9 @@ def _check_disk(folder: Path, need: int) -> None:
     if need + DISK_MARGIN > free:
         raise PullError(
             f"not enough disk space in {folder}: the download needs {need / 1e9:.2f} GB and "
-            f"{free / 1e9:.2f} GB are free", 507)
+            f"{free / 1e9:.2f} GB are free",
+            507,
+        )
 
 
 def _open(url: str, start: int) -> Any:
@@ -48,7 +50,9 @@ def _open(url: str, start: int) -> Any:
     if start:
         headers["Range"] = f"bytes={start}-"
     try:
-        return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout_s())
+        return urllib.request.urlopen(
+            urllib.request.Request(url, headers=headers), timeout=timeout_s()
+        )
     except urllib.error.HTTPError as exc:
         if exc.code == 416:
             return None
@@ -89,12 +93,14 @@ def fetch_blob(
         partial.unlink(missing_ok=True)
         raise PullError(
             f"the downloaded file does not match its sha256 (expected {sha256}, got {got}); "
-            f"it was discarded and nothing was registered. Source: {url}", 502)
+            f"it was discarded and nothing was registered. Source: {url}",
+            502,
+        )
     os.replace(partial, store.blob_path(f"sha256:{got}"))
     return f"sha256:{got}"
 
 
-def _hash_prefix(fd: int, have: int) -> "hashlib._Hash":
+def _hash_prefix(fd: int, have: int) -> hashlib._Hash:
     hasher = hashlib.sha256()
     os.lseek(fd, 0, os.SEEK_SET)
     left = have
@@ -133,8 +139,15 @@ def _resume_or_start(fd: int, url: str, size: int | None, progress: Progress, pa
     return hasher.hexdigest()
 
 
-def _stream(response: Any, fd: int, sink: HashingSink, done: int, total: int | None,
-            progress: Progress, url: str) -> None:
+def _stream(
+    response: Any,
+    fd: int,
+    sink: HashingSink,
+    done: int,
+    total: int | None,
+    progress: Progress,
+    url: str,
+) -> None:
     last = 0.0
     progress(done, total)
     try:
@@ -144,10 +157,15 @@ def _stream(response: Any, fd: int, sink: HashingSink, done: int, total: int | N
                 n = response.readinto(buf)
             except TimeoutError:
                 raise PullError(
-                    f"the hub stopped sending after {timeout_s():.0f}s ({done} bytes of {url} so far); "
-                    "pull again to resume", 504) from None
+                    f"the hub stopped sending after {timeout_s():.0f}s "
+                    f"({done} bytes of {url} so far); "
+                    "pull again to resume",
+                    504,
+                ) from None
             except OSError as exc:
-                raise PullError(f"the download of {url} broke off: {exc}; pull again to resume", 502) from None
+                raise PullError(
+                    f"the download of {url} broke off: {exc}; pull again to resume", 502
+                ) from None
             if not n:
                 sink.discard(buf)
                 break
@@ -161,4 +179,6 @@ def _stream(response: Any, fd: int, sink: HashingSink, done: int, total: int | N
         sink.close()
     progress(done, total)
     if total is not None and done != total:
-        raise PullError(f"the download of {url} ended at {done} of {total} bytes; pull again to resume", 502)
+        raise PullError(
+            f"the download of {url} ended at {done} of {total} bytes; pull again to resume", 502
+        )

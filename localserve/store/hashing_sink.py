@@ -18,7 +18,7 @@ RING = 8
 
 
 class HashingSink:
-    def __init__(self, fd: int, hasher: "hashlib._Hash") -> None:
+    def __init__(self, fd: int, hasher: hashlib._Hash) -> None:
         self._fd = fd
         self._hasher = hasher
         self._free: queue.Queue[bytearray] = queue.Queue()
@@ -42,7 +42,7 @@ class HashingSink:
         """Write the chunk now; it is hashed on the other thread, then the buffer is reused."""
         view = memoryview(buf)[:n]
         while view:
-            view = view[os.write(self._fd, view):]
+            view = view[os.write(self._fd, view) :]
         self._full.put((buf, n))
 
     def discard(self, buf: bytearray) -> None:

@@ -63,11 +63,13 @@ def parse_ref(text: str, revision: str = "main") -> HubRef:
     """Parse and check a reference; nothing in it may escape a URL path or the store."""
     if "\0" in text or "\\" in text or "?" in text or "#" in text or "%" in text:
         raise BadName(f"invalid model reference '{text[:120]!r}'")
-    body = text[len("hf://"):] if text.startswith("hf://") else text
+    body = text[len("hf://") :] if text.startswith("hf://") else text
     body, _, quant = body.partition(":")
     parts = body.split("/")
     if len(parts) < 2:
-        raise BadName(f"invalid model reference '{text}': expected hf://ORG/REPO/FILE or ORG/REPO:QUANT")
+        raise BadName(
+            f"invalid model reference '{text}': expected hf://ORG/REPO/FILE or ORG/REPO:QUANT"
+        )
     org, repo, rest = parts[0], parts[1], "/".join(parts[2:])
     for part in (org, repo):
         if not _REPO_PART.fullmatch(part) or ".." in part:
@@ -110,16 +112,20 @@ def file_url(ref: HubRef, path: str) -> str:
 
 def explain_http_error(status: int, url: str) -> PullError:
     if status == 404:
-        return PullError(f"not found on the hub (404): {url}; check the name, file and revision", 404)
+        return PullError(
+            f"not found on the hub (404): {url}; check the name, file and revision", 404
+        )
     if status in (401, 403):
         return PullError(
             f"the hub refused access ({status}) to {url}: the repo may be gated or private; "
-            "accept its license on the hub and set HF_TOKEN", status)
+            "accept its license on the hub and set HF_TOKEN",
+            status,
+        )
     return PullError(f"the hub answered {status} for {url}", 502)
 
 
 def list_files(ref: HubRef) -> list[RemoteFile]:
-    """Every file of the repo at the revision, with LFS sizes and sha256 where the hub gives them."""
+    """Every file of the repo at the revision, with LFS sizes and sha256 where the hub has them."""
     rev = urllib.parse.quote(ref.revision, safe="")
     url = f"{endpoint()}/api/models/{ref.repo_id}/revision/{rev}?blobs=true"
     request = urllib.request.Request(url, headers=auth_headers())
@@ -148,9 +154,18 @@ def pick_files(ref: HubRef, files: list[RemoteFile]) -> list[RemoteFile]:
         ggufs = [f for f in files if f.path.lower().endswith(".gguf")]
         hits = [f for f in ggufs if re.search(rf"[-_.]{re.escape(want)}\.gguf$", f.path.lower())]
         if not hits:
-            quants = sorted({m.group(1) for f in ggufs if (m := re.search(r"[-_.]([A-Za-z0-9_]+)\.gguf$", f.path))})
+            quants = sorted(
+                {
+                    m.group(1)
+                    for f in ggufs
+                    if (m := re.search(r"[-_.]([A-Za-z0-9_]+)\.gguf$", f.path))
+                }
+            )
             raise PullError(
-                f"{ref.repo_id} has no {ref.quant} GGUF; it has: {', '.join(quants) or 'no GGUF files'}", 404)
+                f"{ref.repo_id} has no {ref.quant} GGUF; "
+                f"it has: {', '.join(quants) or 'no GGUF files'}",
+                404,
+            )
         return [min(hits, key=lambda f: len(f.path))]
     if ref.is_file:
         hit = [f for f in files if f.path == ref.path]

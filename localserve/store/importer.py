@@ -43,7 +43,9 @@ def _entry(store: ModelStore, path: Path, relative: str, copy: bool) -> Manifest
     return ManifestFile(relative, size, link=str(path.resolve()))
 
 
-def import_model(store: ModelStore, source: Path | str, name: str | None = None, copy: bool = False) -> Manifest:
+def import_model(
+    store: ModelStore, source: Path | str, name: str | None = None, copy: bool = False
+) -> Manifest:
     """Register a GGUF file or an ONNX model folder under `name` (default: from its file name)."""
     path = Path(source).expanduser()
     fmt = detect(path)

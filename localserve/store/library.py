@@ -13,6 +13,7 @@ from typing import Any
 
 from localserve.formats import chat_template, facts
 from localserve.ground.errors import BadRequest, ModelNotFound
+from localserve.ground.model import ModelRef
 from localserve.store.catalog import Catalog
 from localserve.store.file_digests import file_digest
 from localserve.store.manifest import Manifest, ManifestFile
@@ -20,7 +21,6 @@ from localserve.store.model_store import ModelStore
 from localserve.store.names import ModelName, parse_name
 from localserve.store.pull import Report, pull
 from localserve.store.resolve import EMBEDDED, embedded_path, resolve_path
-from localserve.ground.model import ModelRef
 
 
 class Library:
@@ -37,12 +37,25 @@ class Library:
         entry = self.catalog.get(name)
         package = EMBEDDED[name.short][0]
         # Every embedded model is one GGUF file.
-        return self.in_place(name, path, "gguf", f"the {package} package",
-                             entry.license if entry else None, entry.context if entry else None)  # fmt: skip
+        return self.in_place(
+            name,
+            path,
+            "gguf",
+            f"the {package} package",
+            entry.license if entry else None,
+            entry.context if entry else None,
+        )
 
-    def in_place(self, name: ModelName, path: str, fmt: str, source: str,
-                 license: str | None = None, context: int | None = None,
-                 embedded: bool = True) -> Manifest:  # fmt: skip
+    def in_place(
+        self,
+        name: ModelName,
+        path: str,
+        fmt: str,
+        source: str,
+        license: str | None = None,
+        context: int | None = None,
+        embedded: bool = True,
+    ) -> Manifest:
         """A manifest for a model file the store does not hold: the embedded default, or a
         file the daemon serves by path."""
         size = os.path.getsize(path) if os.path.isfile(path) else 0
@@ -90,9 +103,15 @@ class Library:
         except BadRequest:
             name = None
         if name is not None and self.catalog.get(name) is not None:
-            return ModelNotFound(text, f"it is in the catalog but not pulled yet: pull it first (localserve pull {name.short})")
+            return ModelNotFound(
+                text,
+                "it is in the catalog but not pulled yet: "
+                f"pull it first (localserve pull {name.short})",
+            )
         close = self.suggest(text)
-        return ModelNotFound(text, f"did you mean {', '.join(close)}?" if close else "pull it first")
+        return ModelNotFound(
+            text, f"did you mean {', '.join(close)}?" if close else "pull it first"
+        )
 
     # -- for the engine ----------------------------------------------------------------------
 
@@ -108,7 +127,8 @@ class Library:
         return ModelRef(manifest.name.short, str(self._path(manifest)), manifest.format)
 
     def _path(self, manifest: Manifest) -> Path:
-        return Path(manifest.files[0].link) if manifest.embedded else self.store.model_path(manifest)
+        link = manifest.files[0].link
+        return Path(link) if manifest.embedded and link else self.store.model_path(manifest)
 
     # -- for the store endpoints -------------------------------------------------------------
 
@@ -119,8 +139,9 @@ class Library:
         """
         manifest = self.find(parse_name(text))
         if manifest is None and served is not None:
-            manifest = self.in_place(parse_name(served.name), served.path, served.format,
-                                     served.path, embedded=False)  # fmt: skip
+            manifest = self.in_place(
+                parse_name(served.name), served.path, served.format, served.path, embedded=False
+            )
             path = Path(served.path)
         elif manifest is None:
             raise self.not_found(text)
@@ -136,7 +157,10 @@ class Library:
         if self.store.read(name) is None:
             if self._embedded(name) is not None:
                 package = EMBEDDED[name.short][0]
-                raise BadRequest(f"'{name.short}' ships inside the {package} package and cannot be deleted", "model")
+                raise BadRequest(
+                    f"'{name.short}' ships inside the {package} package and cannot be deleted",
+                    "model",
+                )
             raise self.not_found(text)
         return self.store.delete(name)
 

@@ -13,7 +13,7 @@ SCHEMA = 1
 
 @dataclass(frozen=True)
 class ManifestFile:
-    """One file of a model: a blob in the store (`digest`), or a user's file left in place (`link`)."""
+    """One file of a model: a blob in the store (`digest`), or a user's own file (`link`)."""
 
     path: str
     size: int
@@ -64,7 +64,9 @@ class Manifest:
             link = raw.get("link")
             if digest is None and not isinstance(link, str):
                 raise ValueError("a manifest file needs a digest or a link")
-            files.append(ManifestFile(check_relative_path(raw["path"]), int(raw["size"]), digest, link))
+            files.append(
+                ManifestFile(check_relative_path(raw["path"]), int(raw["size"]), digest, link)
+            )
         if not files:
             raise ValueError("a manifest lists no files")
         return cls(

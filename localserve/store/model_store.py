@@ -95,7 +95,7 @@ class ModelStore:
 
     def manifests_on_disk(self) -> list[Manifest]:
         """Every readable manifest; reads manifests only, never a blob."""
-        found = []
+        found: list[Manifest] = []
         if not self.manifests.is_dir():
             return found
         for path in sorted(self.manifests.glob("*/*.json")):
@@ -122,8 +122,10 @@ class ModelStore:
                 size = -1
             if size != entry.size:
                 raise BadModelFile(
-                    f"model '{manifest.name.short}' is damaged: {path} should hold {entry.size} bytes "
-                    f"but {'is missing' if size < 0 else f'holds {size}'}; pull or import it again")
+                    f"model '{manifest.name.short}' is damaged: "
+                    f"{path} should hold {entry.size} bytes "
+                    f"but {'is missing' if size < 0 else f'holds {size}'}; pull or import it again"
+                )
 
     def file_of(self, entry: ManifestFile) -> Path:
         return Path(entry.link) if entry.link else self.blob_path(entry.digest or "")

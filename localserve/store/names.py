@@ -73,7 +73,7 @@ def is_name(text: str) -> bool:
 
 
 def slugify(text: str) -> str:
-    """A name the grammar accepts, made from a file or repo name (`Llama-3.2-1B` -> `llama-3.2-1b`)."""
+    """A name the grammar accepts, from a file or repo name (`Llama-3.2-1B` -> `llama-3.2-1b`)."""
     slug = re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-._")
     return re.sub(r"\.{2,}", ".", slug)[:80] or "model"
 

@@ -14,11 +14,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from localserve.formats import BadModelFile, facts, format_named
 from localserve.ground.errors import ModelNotFound
 from localserve.store.catalog import Catalog, CatalogEntry
 from localserve.store.download import fetch_blob
-from localserve.store.hub import HubRef, PullError, RemoteFile, file_url, list_files, looks_like_ref, parse_ref, pick_files
-from localserve.formats import BadModelFile, facts, format_named
+from localserve.store.hub import (
+    HubRef,
+    PullError,
+    RemoteFile,
+    file_url,
+    list_files,
+    looks_like_ref,
+    parse_ref,
+    pick_files,
+)
 from localserve.store.manifest import Manifest, ManifestFile
 from localserve.store.model_store import ModelStore
 from localserve.store.names import ModelName, parse_name, slugify
@@ -87,16 +96,22 @@ def pull(store: ModelStore, catalog: Catalog, text: str, report: Report) -> Mani
     folder_prefix = f"{plan.ref.path}/" if marker and plan.ref.path else ""
     files: list[ManifestFile] = []
     for rf in remote:
-        label = f"pulling {rf.sha256[:12]}" if rf.sha256 else f"pulling {rf.path.rsplit('/', 1)[-1]}"
+        label = (
+            f"pulling {rf.sha256[:12]}" if rf.sha256 else f"pulling {rf.path.rsplit('/', 1)[-1]}"
+        )
         digest_hint = f"sha256:{rf.sha256}" if rf.sha256 else None
 
-        def progress(done: int, total: int | None, label: str = label, digest: str | None = digest_hint) -> None:
-            report({"status": label, "digest": digest or "", "total": total or 0, "completed": done})
+        def progress(
+            done: int, total: int | None, label: str = label, digest: str | None = digest_hint
+        ) -> None:
+            report(
+                {"status": label, "digest": digest or "", "total": total or 0, "completed": done}
+            )
 
         with _blob_lock(rf.sha256 or file_url(plan.ref, rf.path)):
             digest = fetch_blob(store, file_url(plan.ref, rf.path), rf.sha256, rf.size, progress)
         size = store.blob_path(digest).stat().st_size
-        files.append(ManifestFile(rf.path[len(folder_prefix):], size, digest))
+        files.append(ManifestFile(rf.path[len(folder_prefix) :], size, digest))
     report({"status": "verifying sha256 digest"})
     manifest = Manifest(
         name=plan.name,

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.agent_clis import agent
-from tests.support.live import start_daemon
 from tests.support.daemons import discard, log_text
+from tests.support.live import start_daemon
 from tests.support.residency_support import gemma_file
 
 CAP = 32
@@ -34,27 +34,52 @@ RUN_TIMEOUT_S = 600  # a first prompt of 12,000 tokens prefills in about 75 s on
 def daemon(tmp_path_factory) -> Iterator[tuple[str, subprocess.Popen]]:
     store = tmp_path_factory.mktemp("agents-store")
     env = {"LOCALSERVE_MODELS": str(store)}
-    proc, url = start_daemon(["--no-default-model", "--parallel", "1", "--ctx", "32768",
-                              "--max-tokens", str(CAP)], env=env)  # fmt: skip
+    proc, url = start_daemon(
+        ["--no-default-model", "--parallel", "1", "--ctx", "32768", "--max-tokens", str(CAP)],
+        env=env,
+    )
     try:
         port = url.rsplit(":", 1)[1]
-        subprocess.run([sys.executable, "-m", "localserve", "import", gemma_file(), "--name",
-                        "gemma3", "--port", port],
-                       env={**os.environ, **env}, check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "localserve",
+                "import",
+                gemma_file(),
+                "--name",
+                "gemma3",
+                "--port",
+                port,
+            ],
+            env={**os.environ, **env},
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         yield url, proc
     finally:
         discard(proc)
 
 
 def requests_logged(proc: subprocess.Popen, path: str) -> list[str]:
-    return [line for line in log_text(proc.log_path).splitlines()  # type: ignore[attr-defined]
-            if f" {path} " in line and "localserve.requests" in line]  # fmt: skip
+    return [
+        line
+        for line in log_text(proc.log_path).splitlines()  # type: ignore[attr-defined]
+        if f" {path} " in line and "localserve.requests" in line
+    ]
 
 
 def run(program: Path, args: list[str], env: dict[str, str], home: Path) -> list[dict]:
     """The agent's JSON lines, whatever it exits with (a capped answer is an error to it)."""
-    done = subprocess.run([str(program), *args], env={**os.environ, "HOME": str(home), **env},
-                          cwd=home, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    done = subprocess.run(
+        [str(program), *args],
+        env={**os.environ, "HOME": str(home), **env},
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert lines, f"exit {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr}"
     return lines
@@ -63,15 +88,28 @@ def run(program: Path, args: list[str], env: dict[str, str], home: Path) -> list
 def test_claude_code_completes_its_exchange(daemon, tmp_path) -> None:
     claude = agent("claude")
     if claude is None:
-        pytest.skip("Claude Code could not be installed from the npm registry (tests/support/agent_clis.py)")
+        pytest.skip(
+            "Claude Code could not be installed from the npm registry (tests/support/agent_clis.py)"
+        )
     url, proc = daemon
-    env = {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "sk-local",
-           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-           "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(CAP), "ANTHROPIC_DEFAULT_HAIKU_MODEL": "gemma3"}
-    lines = run(claude, ["-p", "Say hi", "--model", "gemma3", "--output-format", "stream-json",
-                         "--verbose"], env, tmp_path)  # fmt: skip
-    answers = [line["message"] for line in lines if line.get("type") == "assistant"
-               and line["message"].get("model") == "gemma3"]  # fmt: skip
+    env = {
+        "ANTHROPIC_BASE_URL": url,
+        "ANTHROPIC_API_KEY": "sk-local",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(CAP),
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL": "gemma3",
+    }
+    lines = run(
+        claude,
+        ["-p", "Say hi", "--model", "gemma3", "--output-format", "stream-json", "--verbose"],
+        env,
+        tmp_path,
+    )
+    answers = [
+        line["message"]
+        for line in lines
+        if line.get("type") == "assistant" and line["message"].get("model") == "gemma3"
+    ]
     assert answers and any(block.get("text") for block in answers[0]["content"]), lines
     served = requests_logged(proc, "/v1/messages")
     assert served and all(" 200 " in line for line in served), served
@@ -80,13 +118,31 @@ def test_claude_code_completes_its_exchange(daemon, tmp_path) -> None:
 def test_codex_completes_its_exchange(daemon, tmp_path) -> None:
     codex = agent("codex")
     if codex is None:
-        pytest.skip("Codex could not be installed from the npm registry (tests/support/agent_clis.py)")
+        pytest.skip(
+            "Codex could not be installed from the npm registry (tests/support/agent_clis.py)"
+        )
     url, proc = daemon
-    lines = run(codex, ["exec", "--json", "--oss", "--local-provider", "ollama", "-m", "gemma3",
-                        "--skip-git-repo-check", "Say hi"],
-                {"CODEX_OSS_BASE_URL": f"{url}/v1"}, tmp_path)  # fmt: skip
-    said = [line["item"]["text"] for line in lines if line.get("type") == "item.completed"
-            and line["item"].get("type") == "agent_message"]  # fmt: skip
+    lines = run(
+        codex,
+        [
+            "exec",
+            "--json",
+            "--oss",
+            "--local-provider",
+            "ollama",
+            "-m",
+            "gemma3",
+            "--skip-git-repo-check",
+            "Say hi",
+        ],
+        {"CODEX_OSS_BASE_URL": f"{url}/v1"},
+        tmp_path,
+    )
+    said = [
+        line["item"]["text"]
+        for line in lines
+        if line.get("type") == "item.completed" and line["item"].get("type") == "agent_message"
+    ]
     assert said and said[0], lines
     assert any("max_output_tokens" in json.dumps(line) for line in lines), lines
     for path in ("/api/tags", "/v1/responses"):  # /api/version is a poll, logged at debug

@@ -11,8 +11,8 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.support.cli_support import cli_env, default_sigint
 from localserve.client import Client
+from tests.support.cli_support import cli_env, default_sigint
 
 PROMPT = ">>> "
 TIMEOUT_S = 120

@@ -7,10 +7,17 @@ import os
 from pathlib import Path
 
 import pytest
-from tests.support.daemons import HOST, free_port
 
-from tests.support.cli_support import SHORT, cli_env, daemon_pid, localserve, log_file, stops_daemon_at
 from localserve.client import Client, DaemonUnreachable
+from tests.support.cli_support import (
+    SHORT,
+    cli_env,
+    daemon_pid,
+    localserve,
+    log_file,
+    stops_daemon_at,
+)
+from tests.support.daemons import HOST, free_port
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ import sys
 import time
 
 import pytest
-from tests.support.daemons import HOST, free_port, log_text
 
-from tests.support.cli_support import cli_env, daemon_pid, log_file, stops_daemon_at
 from localserve.client import Client
+from tests.support.cli_support import cli_env, daemon_pid, log_file, stops_daemon_at
+from tests.support.daemons import HOST, free_port, log_text
 
 # SmolLM2 at temperature 0 counts on for hundreds of tokens: the kill lands mid-answer.
 LONG = "Count from 1 to 500, one number per line."
@@ -43,10 +43,24 @@ def test_run_exits_1_with_a_message_when_the_daemon_dies_mid_answer(tmp_path, si
     with stops_daemon_at(url):
         # No daemon at the address: `run` starts one, so it holds the daemon's exit status.
         run = subprocess.Popen(
-            [sys.executable, "-m", "localserve", "run", "smollm2", "--verbose",
-             "-p", "num_predict=400", "-p", "temperature=0", LONG],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "localserve",
+                "run",
+                "smollm2",
+                "--verbose",
+                "-p",
+                "num_predict=400",
+                "-p",
+                "temperature=0",
+                LONG,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
         try:
             head = first_output(run, FIRST_OUTPUT_TIMEOUT_S)
             pid = daemon_pid(url)

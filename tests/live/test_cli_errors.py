@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.support.daemons import HOST, free_port
 
 from tests.support.cli_support import cli_env, localserve
+from tests.support.daemons import HOST, free_port
 
 
 @pytest.fixture

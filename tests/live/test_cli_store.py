@@ -44,9 +44,13 @@ def test_pull_in_a_terminal_draws_a_progress_bar_with_bytes_and_speed(env, hub_e
         "SmolLM2-135M-Instruct-Q4_1.gguf"
     ].bytes_per_s = size / 3  # long enough to be drawn more than once
     child = pexpect.spawn(
-        sys.executable, ["-m", "localserve", "pull", "tiny:135m"],
-        env={**env, "TERM": "xterm"}, encoding="utf-8", timeout=60, dimensions=(30, 160),
-    )  # fmt: skip
+        sys.executable,
+        ["-m", "localserve", "pull", "tiny:135m"],
+        env={**env, "TERM": "xterm"},
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(30, 160),
+    )
     try:
         child.expect(r"\d+\.\d/\d+\.\d MiB")  # bytes done of the total
         child.expect(r"MiB/s")  # the speed

@@ -14,8 +14,8 @@ from typing import Any
 import pexpect
 import pytest
 
-from tests.support.cli_support import cli_env, default_sigint, localserve, log_file
 from localserve.client import Client, StreamCutOff
+from tests.support.cli_support import cli_env, default_sigint, localserve, log_file
 
 
 def sse(payload: Any) -> bytes:
@@ -184,16 +184,19 @@ def test_run_exits_1_naming_the_cut_off_and_the_log_when_an_answer_stops_short(
 
 def spawn_chat(env: dict[str, str]) -> pexpect.spawn:
     child = pexpect.spawn(
-        sys.executable, ["-m", "localserve", "run", "m"], env=env, encoding="utf-8",
-        timeout=60, dimensions=(50, 200), preexec_fn=default_sigint,
-    )  # fmt: skip
+        sys.executable,
+        ["-m", "localserve", "run", "m"],
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(50, 200),
+        preexec_fn=default_sigint,
+    )
     child.expect_exact(">>> ")
     return child
 
 
-def test_the_chat_drops_a_cut_off_turn_and_goes_on_while_the_daemon_answers(
-    tmp_path, fake_daemon
-):
+def test_the_chat_drops_a_cut_off_turn_and_goes_on_while_the_daemon_answers(tmp_path, fake_daemon):
     fake = fake_daemon(CUT)
     child = spawn_chat(cli_env(tmp_path, fake.url))
     try:

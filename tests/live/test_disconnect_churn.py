@@ -21,10 +21,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.support.live import running_daemon
-from tests.support.helpers import MODEL
 from tests.support.daemons import resident
-from tests.support.helpers import wait_all_free
+from tests.support.helpers import MODEL, wait_all_free
+from tests.support.live import running_daemon
 
 PARALLEL = 8
 CLIENTS = 1000
@@ -33,17 +32,27 @@ AT_ONCE = 50
 MAX_TOKENS = 64
 BURST_TOKENS = 32
 FREE_TIMEOUT_S = 30.0
-PROMPTS = [f"Write a long story about {x}." for x in ("a lighthouse", "a dragon", "a robot",
-                                                      "a sailor")]
+PROMPTS = [
+    f"Write a long story about {x}." for x in ("a lighthouse", "a dragon", "a robot", "a sailor")
+]
 
 
 def body(face: str, prompt: str, tokens: int) -> tuple[str, dict[str, Any]]:
     messages = [{"role": "user", "content": prompt}]
     if face == "openai":
-        return "/v1/chat/completions", {"model": MODEL, "messages": messages, "stream": True,
-                                        "max_tokens": tokens, "temperature": 0}
-    return "/api/chat", {"model": MODEL, "messages": messages, "stream": True,
-                         "options": {"num_predict": tokens, "temperature": 0}}
+        return "/v1/chat/completions", {
+            "model": MODEL,
+            "messages": messages,
+            "stream": True,
+            "max_tokens": tokens,
+            "temperature": 0,
+        }
+    return "/api/chat", {
+        "model": MODEL,
+        "messages": messages,
+        "stream": True,
+        "options": {"num_predict": tokens, "temperature": 0},
+    }
 
 
 def content(face: str, line: bytes) -> tuple[str, bool]:
@@ -96,6 +105,7 @@ async def churn(url: str) -> Counter[str]:
     timeout = aiohttp.ClientTimeout(total=120)
     connector = aiohttp.TCPConnector(limit=0, force_close=True)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+
         async def one(i: int) -> str:
             async with gate:
                 return await leave_mid_stream(session, url, i)

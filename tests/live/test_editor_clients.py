@@ -9,7 +9,6 @@ import os
 from typing import Literal
 
 import jsonschema
-import pytest
 from pydantic import BaseModel, Field
 
 from tests.support.helpers import MODEL
@@ -23,8 +22,14 @@ WEATHER = {
     "properties": {"city": {"type": "string", "maxLength": 30}},
     "required": ["city"],
 }
-TOOL = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
-                                         "parameters": WEATHER}}  # fmt: skip
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": WEATHER,
+    },
+}
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 COPY_TRIGGER = "Write this exactly: <tool_call>"
 
@@ -46,9 +51,16 @@ def get_weather(city: str) -> str:
 def test_litellm_openai_forced_tool_call(daemon_url) -> None:
     import litellm
 
-    answer = litellm.completion(model=f"openai/{MODEL}", api_base=f"{daemon_url}/v1",
-                                api_key="none", messages=ASK, tools=[TOOL],
-                                tool_choice="required", temperature=0, max_tokens=80)  # fmt: skip
+    answer = litellm.completion(
+        model=f"openai/{MODEL}",
+        api_base=f"{daemon_url}/v1",
+        api_key="none",
+        messages=ASK,
+        tools=[TOOL],
+        tool_choice="required",
+        temperature=0,
+        max_tokens=80,
+    )
     call = answer.choices[0].message.tool_calls[0]
     assert call.function.name == "get_weather"
     jsonschema.validate(json.loads(call.function.arguments), WEATHER)
@@ -58,10 +70,15 @@ def test_litellm_ollama_chat_tool_call(tools_daemon) -> None:
     # Ollama has no tool_choice (litellm drops it): the model calls in auto mode.
     import litellm
 
-    answer = litellm.completion(model=f"ollama_chat/{TOOLS_MODEL}", api_base=tools_daemon[1],
-                                messages=[{"role": "user", "content": COPY_TRIGGER}],
-                                tools=[TOOL], temperature=0, max_tokens=80,
-                                repeat_penalty=1.0)  # fmt: skip
+    answer = litellm.completion(
+        model=f"ollama_chat/{TOOLS_MODEL}",
+        api_base=tools_daemon[1],
+        messages=[{"role": "user", "content": COPY_TRIGGER}],
+        tools=[TOOL],
+        temperature=0,
+        max_tokens=80,
+        repeat_penalty=1.0,
+    )
     call = answer.choices[0].message.tool_calls[0]
     assert call.function.name == "get_weather"
     jsonschema.validate(json.loads(call.function.arguments), WEATHER)
@@ -70,9 +87,15 @@ def test_litellm_ollama_chat_tool_call(tools_daemon) -> None:
 def test_litellm_json_schema_response_format(daemon_url) -> None:
     import litellm
 
-    answer = litellm.completion(model=f"openai/{MODEL}", api_base=f"{daemon_url}/v1",
-                                api_key="none", messages=[{"role": "user", "content": "Paris?"}],
-                                response_format=City, temperature=0, max_tokens=80)  # fmt: skip
+    answer = litellm.completion(
+        model=f"openai/{MODEL}",
+        api_base=f"{daemon_url}/v1",
+        api_key="none",
+        messages=[{"role": "user", "content": "Paris?"}],
+        response_format=City,
+        temperature=0,
+        max_tokens=80,
+    )
     City.model_validate_json(answer.choices[0].message.content)
 
 
@@ -82,8 +105,9 @@ def test_litellm_json_schema_response_format(daemon_url) -> None:
 def test_langchain_openai_binds_a_tool_and_gets_a_call(daemon_url) -> None:
     from langchain_openai import ChatOpenAI
 
-    chat = ChatOpenAI(model=MODEL, base_url=f"{daemon_url}/v1", api_key="none", temperature=0,
-                      max_tokens=80)  # fmt: skip
+    chat = ChatOpenAI(
+        model=MODEL, base_url=f"{daemon_url}/v1", api_key="none", temperature=0, max_tokens=80
+    )
     message = chat.bind_tools([get_weather], tool_choice="required").invoke("Weather in Paris?")
     assert message.tool_calls[0]["name"] == "get_weather"
     jsonschema.validate(message.tool_calls[0]["args"], WEATHER)
@@ -92,8 +116,9 @@ def test_langchain_openai_binds_a_tool_and_gets_a_call(daemon_url) -> None:
 def test_langchain_openai_structured_output_is_a_pydantic_model(daemon_url) -> None:
     from langchain_openai import ChatOpenAI
 
-    chat = ChatOpenAI(model=MODEL, base_url=f"{daemon_url}/v1", api_key="none", temperature=0,
-                      max_tokens=80)  # fmt: skip
+    chat = ChatOpenAI(
+        model=MODEL, base_url=f"{daemon_url}/v1", api_key="none", temperature=0, max_tokens=80
+    )
     city = chat.with_structured_output(City, method="json_schema").invoke("Describe Paris.")
     assert isinstance(city, City)
 
@@ -101,8 +126,13 @@ def test_langchain_openai_structured_output_is_a_pydantic_model(daemon_url) -> N
 def test_langchain_ollama_binds_a_tool_and_gets_a_call(tools_daemon) -> None:
     from langchain_ollama import ChatOllama
 
-    chat = ChatOllama(model=TOOLS_MODEL, base_url=tools_daemon[1], temperature=0,
-                      repeat_penalty=1.0, num_predict=80)  # fmt: skip
+    chat = ChatOllama(
+        model=TOOLS_MODEL,
+        base_url=tools_daemon[1],
+        temperature=0,
+        repeat_penalty=1.0,
+        num_predict=80,
+    )
     message = chat.bind_tools([get_weather]).invoke(COPY_TRIGGER)
     assert message.tool_calls[0]["name"] == "get_weather"
     jsonschema.validate(message.tool_calls[0]["args"], WEATHER)

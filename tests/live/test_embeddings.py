@@ -12,6 +12,7 @@ import numpy as np
 import ollama
 import openai
 import pytest
+
 from tests.support.ollama_support import GREEDY, MODEL, ollama_client  # noqa: F401  (fixture)
 
 TEXTS = ["Why is the sky blue?", "The cat sat on the mat.", "hello", "Paris is in France."]
@@ -43,8 +44,9 @@ def test_concurrent_requests_get_the_vectors_each_would_get_alone(
 ) -> None:
     expected = ollama_client.embed(model=MODEL, input=TEXTS).embeddings
     with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(lambda i: ollama_client.embed(model=MODEL, input=TEXTS[i % 4]),
-                                range(16)))
+        results = list(
+            pool.map(lambda i: ollama_client.embed(model=MODEL, input=TEXTS[i % 4]), range(16))
+        )
     for i, r in enumerate(results):
         assert cosine(r.embeddings[0], expected[i % 4]) > 0.9999
 

@@ -65,9 +65,7 @@ def test_oversize_completion_prompt_names_prompt_as_the_param(client) -> None:
     ids=["truncated", "text", "empty", "not-utf8"],
 )
 def test_malformed_json_is_a_400_with_the_openai_error_shape(daemon_url, body: bytes) -> None:
-    status, headers, payload = raw_request(
-        f"{daemon_url}/v1/chat/completions", "POST", body
-    )
+    status, headers, payload = raw_request(f"{daemon_url}/v1/chat/completions", "POST", body)
     assert status == 400, payload
     assert headers.get("Content-Type", "").startswith("application/json")
     error = assert_openai_error_shape(payload)
@@ -145,6 +143,7 @@ def test_unknown_route_is_a_404_with_the_openai_error_shape(daemon_url) -> None:
 
 
 # -- token ids the model does not have ------------------------------------------------------------
+
 
 def test_token_id_outside_the_vocabulary_is_a_400_naming_prompt(client) -> None:
     with pytest.raises(openai.BadRequestError) as info:

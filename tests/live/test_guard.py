@@ -13,8 +13,9 @@ import pytest
 from tests.support.daemons import raw_request, resident
 from tests.support.helpers import MODEL
 
-GENERATE = json.dumps({"model": MODEL, "prompt": "Hi", "stream": False,
-                       "options": {"num_predict": 1}}).encode()  # fmt: skip
+GENERATE = json.dumps(
+    {"model": MODEL, "prompt": "Hi", "stream": False, "options": {"num_predict": 1}}
+).encode()
 EVIL = "https://evil.example.com"
 
 
@@ -22,7 +23,9 @@ def get(url: str, path: str, **headers: str):
     return raw_request(f"{url}{path}", headers=headers)
 
 
-def post(url: str, path: str, body: bytes = b"{}", content_type: str = "application/json", **headers):
+def post(
+    url: str, path: str, body: bytes = b"{}", content_type: str = "application/json", **headers
+):
     return raw_request(f"{url}{path}", "POST", body, content_type, headers=headers)
 
 
@@ -37,14 +40,22 @@ def test_a_foreign_host_header_is_a_403_naming_the_setting(daemon_url, path) -> 
 
 @pytest.mark.parametrize("path", ["/api/generate", "/v1/chat/completions"])
 def test_a_foreign_host_header_is_refused_on_streaming_endpoints(daemon_url, path) -> None:
-    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Hi"}],
-                       "prompt": "Hi", "stream": True}).encode()  # fmt: skip
+    body = json.dumps(
+        {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "Hi"}],
+            "prompt": "Hi",
+            "stream": True,
+        }
+    ).encode()
     status, _, _ = post(daemon_url, path, body, Host="evil.example.com:11434")
     assert status == 403
 
 
-@pytest.mark.parametrize("host", ["localhost", "localhost:11434", "127.0.0.1:8080", "[::1]:11434",
-                                  "app.localhost", "127.1.2.3"])  # fmt: skip
+@pytest.mark.parametrize(
+    "host",
+    ["localhost", "localhost:11434", "127.0.0.1:8080", "[::1]:11434", "app.localhost", "127.1.2.3"],
+)
 def test_local_host_names_are_served(daemon_url, host) -> None:
     status, _, _ = get(daemon_url, "/api/tags", Host=host)
     assert status == 200
@@ -60,9 +71,19 @@ def test_a_host_the_operator_adds_is_served(daemon_factory) -> None:
 # -- Origin --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("origin", ["http://localhost:3000", "https://127.0.0.1", "http://[::1]:8080",
-                                    "vscode-webview://abc123", "vscode-file://vscode-app",
-                                    "app://obsidian.md", "file://", "tauri://localhost"])  # fmt: skip
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://localhost:3000",
+        "https://127.0.0.1",
+        "http://[::1]:8080",
+        "vscode-webview://abc123",
+        "vscode-file://vscode-app",
+        "app://obsidian.md",
+        "file://",
+        "tauri://localhost",
+    ],
+)
 def test_an_allowed_origin_gets_its_answer_with_its_own_origin_back(daemon_url, origin) -> None:
     status, headers, _ = get(daemon_url, "/api/tags", Origin=origin)
     assert status == 200 and headers["Access-Control-Allow-Origin"] == origin
@@ -70,10 +91,17 @@ def test_an_allowed_origin_gets_its_answer_with_its_own_origin_back(daemon_url, 
 
 @pytest.mark.parametrize("origin", ["http://localhost:3000", "vscode-webview://abc123"])
 def test_a_preflight_from_an_allowed_origin_names_it_and_the_methods(daemon_url, origin) -> None:
-    status, headers, _ = raw_request(f"{daemon_url}/v1/chat/completions", "OPTIONS", headers={
-        "Origin": origin, "Access-Control-Request-Method": "POST",
-        "Access-Control-Request-Headers": "authorization, content-type, openai-beta, x-stainless-os",
-    })  # fmt: skip
+    status, headers, _ = raw_request(
+        f"{daemon_url}/v1/chat/completions",
+        "OPTIONS",
+        headers={
+            "Origin": origin,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": (
+                "authorization, content-type, openai-beta, x-stainless-os"
+            ),
+        },
+    )
     assert status == 204
     assert headers["Access-Control-Allow-Origin"] == origin != "*"
     assert "POST" in headers["Access-Control-Allow-Methods"]
@@ -81,13 +109,18 @@ def test_a_preflight_from_an_allowed_origin_names_it_and_the_methods(daemon_url,
 
 
 def test_a_preflight_from_a_foreign_origin_is_a_403(daemon_url) -> None:
-    status, headers, _ = raw_request(f"{daemon_url}/api/chat", "OPTIONS", headers={
-        "Origin": EVIL, "Access-Control-Request-Method": "POST"})  # fmt: skip
+    status, headers, _ = raw_request(
+        f"{daemon_url}/api/chat",
+        "OPTIONS",
+        headers={"Origin": EVIL, "Access-Control-Request-Method": "POST"},
+    )
     assert status == 403 and "Access-Control-Allow-Origin" not in headers
 
 
-@pytest.mark.parametrize("path", ["/api/generate", "/api/pull", "/api/admin/import",
-                                  "/api/admin/scan", "/api/admin/load"])  # fmt: skip
+@pytest.mark.parametrize(
+    "path",
+    ["/api/generate", "/api/pull", "/api/admin/import", "/api/admin/scan", "/api/admin/load"],
+)
 def test_a_drive_by_text_plain_post_from_a_foreign_origin_does_nothing(daemon_url, path) -> None:
     body = json.dumps({"model": "tinyllama", "path": "/root", "prompt": "Hi"}).encode()
     before = set(resident(daemon_url))
@@ -153,8 +186,17 @@ def test_serving_beyond_loopback_without_a_key_refuses_to_start(tmp_path) -> Non
 
     from tests.support.daemons import free_port
 
-    cmd = [sys.executable, "-m", "localserve", "serve", "--no-default-model", "--host", "0.0.0.0",
-           "--port", str(free_port())]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "localserve",
+        "serve",
+        "--no-default-model",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(free_port()),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "--api-key" in done.stderr and "--no-auth" in done.stderr
 
@@ -163,7 +205,9 @@ def test_serving_beyond_loopback_without_a_key_refuses_to_start(tmp_path) -> Non
 
 
 def test_scan_outside_the_models_folder_and_import_roots_is_a_403(daemon_url, tmp_path) -> None:
-    status, _, body = post(daemon_url, "/api/admin/scan", json.dumps({"path": str(tmp_path)}).encode())
+    status, _, body = post(
+        daemon_url, "/api/admin/scan", json.dumps({"path": str(tmp_path)}).encode()
+    )
     assert status == 403 and "import_roots" in body["error"]
 
 

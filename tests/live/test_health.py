@@ -28,9 +28,12 @@ def test_health_answers_quickly_while_a_long_generation_runs(client, daemon_url)
         # A copying prompt has no natural end: it runs until told to stop or 800 tokens.
         try:
             stream = client.completions.create(
-                model=MODEL, prompt=copy_prompt("castle"), temperature=0, max_tokens=800,
+                model=MODEL,
+                prompt=copy_prompt("castle"),
+                temperature=0,
+                max_tokens=800,
                 stream=True,
-            )  # fmt: skip
+            )
             with stream:
                 for chunk in stream:
                     seen["chunks"] += 1

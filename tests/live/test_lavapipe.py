@@ -2,8 +2,9 @@
 the CPU, seen by a Vulkan build of llama.cpp as a GPU (`gpu0`, ggml's Vulkan0).
 
 The daemons here load llama.cpp from the Vulkan wheel that `localserve native build vulkan
---wheel-only` keeps (tests/support/vulkan_support.py). Without that wheel or without lavapipe the module
-is skipped, saying which is missing; tests/unit/engine/residency/test_placement.py specifies the same rules with fakes.
+--wheel-only` keeps (tests/support/vulkan_support.py). Without that wheel or without lavapipe the
+module is skipped, saying which is missing; tests/unit/engine/residency/test_placement.py
+specifies the same rules with fakes.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from typing import Any
 import ollama
 import pytest
 
-from tests.support.daemons import get_json, resident, stats
 from localserve.engine.residency.loader import layered_estimate
 from localserve.engine.residency.placement import most_layers
 from localserve.engine.residency.pools import MemoryPool
 from localserve.ground.settings import Settings
 from localserve.store.resolve import resolve
 from tests.support import vulkan_support
+from tests.support.daemons import get_json, resident, stats
 from tests.support.residency_support import GEMMA, gemma_path  # noqa: F401  (a fixture)
 
 SMOL = "smollm2"
@@ -75,9 +76,12 @@ def _per_device(entry: dict[str, Any]) -> dict[str, tuple[int, int]]:
 
 def test_doctor_lists_the_vulkan_device_its_memory_and_the_builds_backends(vulkan_env) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "localserve", "doctor", "--json"], capture_output=True,
-        text=True, env={**os.environ, **vulkan_env}, timeout=120,
-    )  # fmt: skip
+        [sys.executable, "-m", "localserve", "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **vulkan_env},
+        timeout=120,
+    )
     llama = json.loads(done.stdout)["llama_cpp"]
     assert "Vulkan" in llama["backends"] and llama["gpu_offload"] is True
     (vulkan,) = [d for d in llama["devices"] if d["name"] == "Vulkan0"]
@@ -119,9 +123,10 @@ def test_smollm2_is_half_offloaded_under_a_small_device_budget(
 def _greedy(url: str, num_gpu: int) -> str:
     client = ollama.Client(host=url, timeout=300)
     answer = client.generate(
-        model=SMOL, prompt="The capital of France is",
+        model=SMOL,
+        prompt="The capital of France is",
         options={"temperature": 0, "num_predict": 4, "num_gpu": num_gpu},
-    )  # fmt: skip
+    )
     return answer["response"]
 
 
@@ -139,18 +144,21 @@ def test_localserve_ps_says_where_each_model_lives(daemon_factory, vulkan_env, t
     _, url = daemon_factory(["--model", SMOL, *ARGS], env=vulkan_env)
     host = url.removeprefix("http://")
     done = subprocess.run(
-        [sys.executable, "-m", "localserve", "ps"], capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "localserve", "ps"],
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "LOCALSERVE_HOST": host},
-    )  # fmt: skip
+    )
     row = next(line for line in done.stdout.splitlines() if line.startswith(SMOL))
     assert "100% GPU" in row and "gpu0" in row, done.stdout
 
 
 @pytest.fixture(scope="module")
-def split_daemons(vulkan_env, gemma_path: str) -> Iterator[list[dict[str, Any]]]:  # noqa: F811
+def split_daemons(vulkan_env, gemma_path: str) -> Iterator[list[dict[str, Any]]]:
     """Both models whole on the device, split, and on the CPU alone, in three daemons."""
-    from tests.support.live import start_daemon
     from tests.support.daemons import stop_daemon
+    from tests.support.live import start_daemon
 
     entries = []
     for extra in ([], ["--gpu-layers", "10"], ["--gpu-layers", "0"]):
@@ -171,8 +179,9 @@ def test_each_devices_estimate_is_within_15_percent_of_llama_cpps_buffers(split_
     }
     report = "\n".join(
         f"{case} {pool}: estimate {est}, actual {act}, ratio {est / max(act, 1):.3f}"
-        for case, pools in figures.items() for pool, (est, act) in pools.items()
-    )  # fmt: skip
+        for case, pools in figures.items()
+        for pool, (est, act) in pools.items()
+    )
     assert {e["localserve"]["placement"]["gpu_layers"] for e in split_daemons} >= {0, 10, 19, 31}
     for pools in figures.values():
         for est, actual in pools.values():

@@ -17,15 +17,25 @@ ASK = [{"role": "user", "content": "What is the capital of France?"}]
 
 
 def chat(url: str, **extra) -> tuple[int, dict]:
-    return post_json(f"{url}/v1/chat/completions",
-                     {"model": MODEL, "messages": ASK, "max_tokens": 4, **extra})  # fmt: skip
+    return post_json(
+        f"{url}/v1/chat/completions", {"model": MODEL, "messages": ASK, "max_tokens": 4, **extra}
+    )
 
 
 @pytest.fixture
 def small(daemon_factory) -> str:
     """A daemon with small bounds, to reach them cheaply."""
-    _, url = daemon_factory(["--no-default-model", "--max-body", "64KiB", "--body-timeout", "1",
-                             "--max-connections", "8"])  # fmt: skip
+    _, url = daemon_factory(
+        [
+            "--no-default-model",
+            "--max-body",
+            "64KiB",
+            "--body-timeout",
+            "1",
+            "--max-connections",
+            "8",
+        ]
+    )
     return url
 
 
@@ -54,8 +64,10 @@ def test_json_nested_too_deep_is_a_400(daemon_url, depth) -> None:
 def test_a_body_that_trickles_in_is_cut_off_with_a_408(small) -> None:
     host, port = small.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as s:
-        s.sendall(b"POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                  b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")  # fmt: skip
+        s.sendall(
+            b"POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+        )
         started = time.monotonic()
         answer = b""
         while b"\r\n\r\n" not in answer:
@@ -90,11 +102,14 @@ def test_connections_beyond_the_bound_get_a_503_and_the_daemon_serves_on(small) 
 # -- fields --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("stop, words", [
-    (["x"] * 65, "at most 64"),
-    (["y" * 257], "longer than 256"),
-    ([f"s{i}" for i in range(10_000)], "at most 64"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "stop, words",
+    [
+        (["x"] * 65, "at most 64"),
+        (["y" * 257], "longer than 256"),
+        ([f"s{i}" for i in range(10_000)], "at most 64"),
+    ],
+)
 def test_too_many_or_too_long_stop_strings_are_a_400(daemon_url, stop, words) -> None:
     status, answer = chat(daemon_url, stop=stop)
     assert status == 400 and words in answer["error"]["message"]
@@ -102,8 +117,10 @@ def test_too_many_or_too_long_stop_strings_are_a_400(daemon_url, stop, words) ->
 
 
 def test_ollama_stop_strings_have_the_same_bound(daemon_url) -> None:
-    status, answer = post_json(f"{daemon_url}/api/generate", {
-        "model": MODEL, "prompt": "Hi", "options": {"stop": ["z"] * 65}})  # fmt: skip
+    status, answer = post_json(
+        f"{daemon_url}/api/generate",
+        {"model": MODEL, "prompt": "Hi", "options": {"stop": ["z"] * 65}},
+    )
     assert status == 400 and "at most 64" in answer["error"]
 
 
@@ -113,16 +130,20 @@ def test_an_unknown_message_role_is_a_400_naming_the_roles(daemon_url) -> None:
 
 
 def test_the_developer_role_is_the_system_message(client) -> None:
-    answer = client.chat.completions.create(model=MODEL, max_tokens=4, messages=[
-        {"role": "developer", "content": "Be brief."}, *ASK])  # fmt: skip
+    answer = client.chat.completions.create(
+        model=MODEL, max_tokens=4, messages=[{"role": "developer", "content": "Be brief."}, *ASK]
+    )
     assert answer.choices[0].message.content
 
 
-@pytest.mark.parametrize("bias, words", [
-    ({"999999999": 5}, "outside this model's vocabulary"),
-    ({"12": 101}, "-100..100"),
-    ({"twelve": 1}, "not a token id"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "bias, words",
+    [
+        ({"999999999": 5}, "outside this model's vocabulary"),
+        ({"12": 101}, "-100..100"),
+        ({"twelve": 1}, "not a token id"),
+    ],
+)
 def test_a_bad_logit_bias_is_a_400(daemon_url, bias, words) -> None:
     status, answer = chat(daemon_url, logit_bias=bias)
     assert status == 400 and words in answer["error"]["message"]
@@ -132,17 +153,24 @@ def test_a_bad_logit_bias_is_a_400(daemon_url, bias, words) -> None:
 def test_logit_bias_is_honoured(ollama_url_tokens, client) -> None:
     prompt, first = ollama_url_tokens
     plain = client.completions.create(model=MODEL, prompt=prompt, max_tokens=1, temperature=0)
-    banned = client.completions.create(model=MODEL, prompt=prompt, max_tokens=1, temperature=0,
-                                       logit_bias={str(first): -100})  # fmt: skip
+    banned = client.completions.create(
+        model=MODEL, prompt=prompt, max_tokens=1, temperature=0, logit_bias={str(first): -100}
+    )
     assert plain.choices[0].text != banned.choices[0].text
 
 
 @pytest.fixture
 def ollama_url_tokens(daemon_url) -> tuple[list[int], int]:
     """A prompt's token ids and the first token greedy SmolLM2 answers it with."""
-    _, answer = post_json(f"{daemon_url}/api/generate", {
-        "model": MODEL, "prompt": "What is the capital of France?", "stream": False,
-        "options": {"temperature": 0, "num_predict": 1}})  # fmt: skip
+    _, answer = post_json(
+        f"{daemon_url}/api/generate",
+        {
+            "model": MODEL,
+            "prompt": "What is the capital of France?",
+            "stream": False,
+            "options": {"temperature": 0, "num_predict": 1},
+        },
+    )
     context = answer["context"]
     return context[:-1], context[-1]
 

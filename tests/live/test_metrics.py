@@ -41,16 +41,24 @@ def test_metrics_is_prometheus_text_that_prometheus_client_parses(url: str) -> N
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain; version=")
     names = {f.name for f in text_string_to_metric_families(response.text)}
-    assert {"localserve_requests", "localserve_generated_tokens", "localserve_batch_size",
-            "localserve_time_to_first_token_seconds", "localserve_pool_budget_bytes",
-            "localserve_model_loads", "localserve_worker_restarts"} <= names  # fmt: skip
+    assert {
+        "localserve_requests",
+        "localserve_generated_tokens",
+        "localserve_batch_size",
+        "localserve_time_to_first_token_seconds",
+        "localserve_pool_budget_bytes",
+        "localserve_model_loads",
+        "localserve_worker_restarts",
+    } <= names
 
 
 def test_requests_and_tokens_are_counted_by_face_model_and_status(url: str) -> None:
     before = scrape(url)
     ai = openai.OpenAI(base_url=f"{url}/v1", api_key="none", timeout=CLIENT_TIMEOUT_S)
-    answers = [ai.chat.completions.create(model="smollm2", messages=ASK, max_tokens=8,
-                                          temperature=0) for _ in range(2)]  # fmt: skip
+    answers = [
+        ai.chat.completions.create(model="smollm2", messages=ASK, max_tokens=8, temperature=0)
+        for _ in range(2)
+    ]
     chat = ollama.Client(host=url, timeout=CLIENT_TIMEOUT_S).chat(
         model="smollm2", messages=ASK, options={"num_predict": 5, "temperature": 0}
     )
@@ -82,7 +90,8 @@ def test_a_repeated_prompt_counts_its_cached_tokens(url: str) -> None:
     cached = again.usage.prompt_tokens_details.cached_tokens
     assert cached > 0
     grew = value(after, "localserve_prompt_cached_tokens_total", model="smollm2") - value(
-        before, "localserve_prompt_cached_tokens_total", model="smollm2")
+        before, "localserve_prompt_cached_tokens_total", model="smollm2"
+    )
     assert grew == cached
 
 
@@ -91,10 +100,13 @@ def test_loads_are_counted_and_timed(url: str) -> None:
     httpx.post(f"{url}/api/admin/unload", json={"model": "smollm2"}, timeout=60)
     httpx.post(f"{url}/api/admin/load", json={"model": "smollm2"}, timeout=CLIENT_TIMEOUT_S)
     after = scrape(url)
-    assert value(after, "localserve_model_loads_total", model="smollm2") == value(
-        before, "localserve_model_loads_total", model="smollm2") + 1
+    assert (
+        value(after, "localserve_model_loads_total", model="smollm2")
+        == value(before, "localserve_model_loads_total", model="smollm2") + 1
+    )
     assert value(after, "localserve_model_load_seconds_total", model="smollm2") > value(
-        before, "localserve_model_load_seconds_total", model="smollm2")
+        before, "localserve_model_load_seconds_total", model="smollm2"
+    )
 
 
 def test_batching_and_pools_are_reported(url: str) -> None:
@@ -127,10 +139,15 @@ def test_a_chat_request_is_one_round_trip_to_its_worker_before_its_first_step(ur
     elif face == "responses":
         ai.responses.create(model="smollm2", input=ASK[0]["content"], max_output_tokens=2)
     else:
-        httpx.post(f"{url}/v1/messages", timeout=CLIENT_TIMEOUT_S, json={
-            "model": "smollm2", "messages": ASK, "max_tokens": 2}).raise_for_status()  # fmt: skip
+        httpx.post(
+            f"{url}/v1/messages",
+            timeout=CLIENT_TIMEOUT_S,
+            json={"model": "smollm2", "messages": ASK, "max_tokens": 2},
+        ).raise_for_status()
     after = scrape(url)
-    sent = {kind: value(after, "localserve_worker_messages_total", device="cpu", kind=kind)
-            - value(before, "localserve_worker_messages_total", device="cpu", kind=kind)
-            for kind in ("Submit", "Tokenize", "Cancel", "Stats")}  # fmt: skip
+    sent = {
+        kind: value(after, "localserve_worker_messages_total", device="cpu", kind=kind)
+        - value(before, "localserve_worker_messages_total", device="cpu", kind=kind)
+        for kind in ("Submit", "Tokenize", "Cancel", "Stats")
+    }
     assert sent == {"Submit": 1, "Tokenize": 0, "Cancel": 0, "Stats": 0}

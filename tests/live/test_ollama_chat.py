@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ollama
 import pytest
+
 from tests.support.ollama_support import GREEDY, MODEL, ollama_client  # noqa: F401  (fixture)
 
 HELLO = [{"role": "user", "content": "Say hello."}]

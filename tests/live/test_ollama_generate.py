@@ -27,9 +27,11 @@ def test_generate_without_streaming_returns_the_answer_and_its_final_figures(
 
 
 def test_generate_streams_pieces_then_one_final_object(ollama_client: ollama.Client) -> None:
-    parts = list(ollama_client.generate(
-        model=MODEL, prompt="Say hello.", stream=True, options={**GREEDY, "num_predict": 8}
-    ))
+    parts = list(
+        ollama_client.generate(
+            model=MODEL, prompt="Say hello.", stream=True, options={**GREEDY, "num_predict": 8}
+        )
+    )
     *pieces, final = parts
     assert pieces and all(not p.done and p.response for p in pieces)
     assert final.done and final.response == "" and final.eval_count == len(pieces)
@@ -40,14 +42,19 @@ def test_generate_streams_pieces_then_one_final_object(ollama_client: ollama.Cli
 
 
 def test_num_predict_caps_the_answer_with_done_reason_length(ollama_client: ollama.Client) -> None:
-    r = ollama_client.generate(model=MODEL, prompt=copy_prompt("apple"), raw=True,
-                               options={**GREEDY, "num_predict": 3})
+    r = ollama_client.generate(
+        model=MODEL, prompt=copy_prompt("apple"), raw=True, options={**GREEDY, "num_predict": 3}
+    )
     assert r.eval_count == 3 and r.done_reason == "length"
 
 
 def test_a_stop_string_ends_the_answer_before_it(ollama_client: ollama.Client) -> None:
-    r = ollama_client.generate(model=MODEL, prompt=copy_prompt("apple"), raw=True,
-                               options={**GREEDY, "num_predict": 16, "stop": [","]})
+    r = ollama_client.generate(
+        model=MODEL,
+        prompt=copy_prompt("apple"),
+        raw=True,
+        options={**GREEDY, "num_predict": 16, "stop": [","]},
+    )
     assert r.done_reason == "stop" and "," not in r.response and "apple" in r.response
 
 
@@ -60,8 +67,9 @@ def test_raw_skips_the_chat_template(ollama_client: ollama.Client) -> None:
 
 def test_system_goes_into_the_prompt(ollama_client: ollama.Client) -> None:
     plain = ollama_client.generate(model=MODEL, prompt="Hi", options={"num_predict": 1})
-    system = ollama_client.generate(model=MODEL, prompt="Hi", system="You answer in French.",
-                                    options={"num_predict": 1})
+    system = ollama_client.generate(
+        model=MODEL, prompt="Hi", system="You answer in French.", options={"num_predict": 1}
+    )
     assert system.prompt_eval_count != plain.prompt_eval_count
 
 
@@ -102,7 +110,9 @@ def test_num_ctx_beyond_a_slot_is_a_400_giving_the_slots_context(
 
 
 def test_num_ctx_up_to_a_slot_is_honoured(ollama_client: ollama.Client) -> None:
-    r = ollama_client.generate(model=MODEL, prompt="Hi", options={"num_ctx": 1024, "num_predict": 2})
+    r = ollama_client.generate(
+        model=MODEL, prompt="Hi", options={"num_ctx": 1024, "num_predict": 2}
+    )
     assert r.done and r.eval_count == 2
 
 
@@ -129,6 +139,8 @@ def test_an_unknown_model_raises_404_when_streaming_too(ollama_client: ollama.Cl
 
 def test_a_format_that_is_neither_json_nor_a_schema_is_a_400(daemon_url: str) -> None:
     # The ollama client refuses such a format itself: sent raw, as another client might.
-    status, body = post_json(f"{daemon_url}/api/generate",
-                             {"model": MODEL, "prompt": "Hi", "format": "yaml", "stream": False})
+    status, body = post_json(
+        f"{daemon_url}/api/generate",
+        {"model": MODEL, "prompt": "Hi", "format": "yaml", "stream": False},
+    )
     assert status == 400 and "format" in body["error"]

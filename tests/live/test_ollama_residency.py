@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 import ollama
 import pytest
+
 from tests.support.live import CLIENT_TIMEOUT_S, CTX
 from tests.support.ollama_support import MODEL, ollama_client  # noqa: F401  (fixture)
 

@@ -1,8 +1,8 @@
 """The ONNX backend through the official openai client: one real daemon serving a real ONNX model.
 
 The model is SmolLM2-135M-Instruct exported to int4 by onnxruntime-genai's builder (see
-tests/support/onnx_model.py: built on first use, then cached outside the repository). It is served by
-path, under its folder's name, with up to 8 sequences per batch.
+tests/support/onnx_model.py: built on first use, then cached outside the repository). It is served
+by path, under its folder's name, with up to 8 sequences per batch.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 import openai
 import pytest
 
-from tests.support.live import CLIENT_TIMEOUT_S, running_daemon
 from tests.support.helpers import COPY_WORDS, assert_capped_at, copy_prompt, raw_request, words_in
+from tests.support.live import CLIENT_TIMEOUT_S, running_daemon
 from tests.support.onnx_model import MODEL_NAME, ensure_model
 
 CAPITAL = [{"role": "user", "content": "What is the capital of France?"}]
@@ -63,12 +63,18 @@ def test_streamed_chat_carries_the_same_greedy_answer(client: openai.OpenAI) -> 
         model=MODEL_NAME, messages=CAPITAL, temperature=0, max_tokens=30
     )
     stream = client.chat.completions.create(
-        model=MODEL_NAME, messages=CAPITAL, temperature=0, max_tokens=30, stream=True,
+        model=MODEL_NAME,
+        messages=CAPITAL,
+        temperature=0,
+        max_tokens=30,
+        stream=True,
         stream_options={"include_usage": True},
-    )  # fmt: skip
+    )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    reasons = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    reasons = [
+        c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason
+    ]
     assert text == whole.choices[0].message.content
     assert reasons == ["stop"]
     assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
@@ -126,12 +132,17 @@ def test_sampled_requests_with_mixed_settings_share_a_batch(client: openai.OpenA
         assert response.choices[0].finish_reason in ("stop", "length")
 
 
-@pytest.mark.parametrize("extra, field", [
-    ({"response_format": {"type": "json_object"}}, "response_format"),
-    ({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required"},
-     "tools"),
-    ({"logit_bias": {"1": 5}}, "logit_bias"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "extra, field",
+    [
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+        (
+            {"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required"},
+            "tools",
+        ),
+        ({"logit_bias": {"1": 5}}, "logit_bias"),
+    ],
+)
 def test_constrained_answers_are_a_400_on_onnx_models(client: openai.OpenAI, extra, field) -> None:
     # onnxruntime-genai gives no logits to mask: refused, never answered unconstrained.
     with pytest.raises(openai.BadRequestError) as caught:

@@ -11,9 +11,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tests.support.onnx_model import MODEL_NAME, ensure_model
 from tests.support.residency_support import (
-    MiB, SMOL, assert_complete, chat, load_counts, openai_client, reserved_bytes, resident,
+    SMOL,
+    MiB,
+    assert_complete,
+    chat,
+    load_counts,
+    openai_client,
+    reserved_bytes,
+    resident,
     serve_args,
-)  # fmt: skip
+)
 
 
 def test_one_daemon_serves_an_onnx_and_a_gguf_model_side_by_side(daemon_factory) -> None:

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from tests.support.helpers import assert_capped_at, MODEL
+from tests.support.helpers import MODEL, assert_capped_at
 
 STORY = [{"role": "user", "content": "Write a short story about a cat."}]
 
@@ -24,9 +24,7 @@ def stream_pieces(client, **kwargs) -> tuple[list, list[str]]:
     """All chunks of a greedy streamed answer, and the content pieces in order."""
     chunks = list(greedy(client, stream=True, **kwargs))
     pieces = [
-        c.choices[0].delta.content
-        for c in chunks
-        if c.choices and c.choices[0].delta.content
+        c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
     ]
     return chunks, pieces
 
@@ -85,9 +83,7 @@ def test_stream_ends_with_a_chunk_carrying_the_finish_reason(client) -> None:
 
 
 def test_include_usage_adds_a_final_chunk_with_usage_and_no_choices(client) -> None:
-    chunks, pieces = stream_pieces(
-        client, max_tokens=6, stream_options={"include_usage": True}
-    )
+    chunks, pieces = stream_pieces(client, max_tokens=6, stream_options={"include_usage": True})
     last = chunks[-1]
     assert last.choices == []
     assert last.usage is not None
@@ -225,8 +221,9 @@ def test_logprobs_are_refused_with_a_400_rather_than_left_out(client, field) -> 
     import openai
 
     with pytest.raises(openai.BadRequestError, match="log-probabilities") as caught:
-        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}],
-                                       max_tokens=2, **field)  # fmt: skip
+        client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=2, **field
+        )
     assert caught.value.body["param"] in field
 
 

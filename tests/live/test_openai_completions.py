@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.helpers import assert_capped_at, COPY_TOKENS, MODEL, copy_prompt
+from tests.support.helpers import COPY_TOKENS, MODEL, assert_capped_at, copy_prompt
 
 PROMPT = "Once upon a time, in a small village by the sea,"
 
@@ -45,9 +45,7 @@ def test_stream_ends_with_a_chunk_carrying_the_finish_reason(client) -> None:
 
 def test_include_usage_adds_a_final_usage_chunk_matching_the_non_streamed_usage(client) -> None:
     whole = greedy(client, max_tokens=5)
-    chunks = list(
-        greedy(client, max_tokens=5, stream=True, stream_options={"include_usage": True})
-    )
+    chunks = list(greedy(client, max_tokens=5, stream=True, stream_options={"include_usage": True}))
     last = chunks[-1]
     assert last.choices == []
     assert last.usage is not None

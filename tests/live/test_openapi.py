@@ -28,14 +28,14 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.support import daemons
-from tests.support.live import running_daemon
-from tests.support.helpers import MODEL
 from localserve.ground.errors import BadRequest
 from localserve.ground.settings import Settings
 from localserve.ground.units import UNSET, parse_keep_alive
 from localserve.server.app import build_app
-from localserve.server.openapi import DOCUMENT
+from localserve.server.openapi.document import DOCUMENT
+from tests.support import daemons
+from tests.support.helpers import MODEL
+from tests.support.live import running_daemon
 
 Daemon = tuple[subprocess.Popen, str]
 
@@ -45,8 +45,12 @@ ARGS = ["--model", MODEL, "--parallel", "2", "--ctx", "512"]
 HUNT = int(os.environ.get("LOCALSERVE_TEST_FUZZ_EXAMPLES", "0"))
 MAX_EXAMPLES = HUNT or 15
 CAP = 4  # tokens a fuzzed request may generate
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
-          response_schema_conformance]  # fmt: skip
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
 # Not fuzzed, and why (they stay in the document):
 NOT_FUZZED = {
     "/api/admin/shutdown": "it stops the daemon under test",
@@ -68,11 +72,13 @@ def live() -> Iterator[Daemon]:
 # The document the daemon serves (test_the_document_is_served checks that it is this one),
 # loaded here and not from the daemon: schemathesis' from_fixture, which would load it from
 # the live daemon, reads a pytest node attribute that pytest 9.2 no longer has.
-CONFIG = schemathesis.Config.from_dict({
-    "phases": {"stateful": {"enabled": False}},
-    "generation": {"mode": "all", "max-examples": MAX_EXAMPLES, "deterministic": not HUNT},
-    "output": {"sanitization": {"enabled": False}},  # it hides every field named *token*
-})  # fmt: skip
+CONFIG = schemathesis.Config.from_dict(
+    {
+        "phases": {"stateful": {"enabled": False}},
+        "generation": {"mode": "all", "max-examples": MAX_EXAMPLES, "deterministic": not HUNT},
+        "output": {"sanitization": {"enabled": False}},  # it hides every field named *token*
+    }
+)
 schema = schemathesis.openapi.from_dict(DOCUMENT, config=CONFIG).exclude(path=list(NOT_FUZZED))
 
 
@@ -89,8 +95,11 @@ def _clamp(body: dict, key: str, lowest: int) -> None:
     """A token count that is missing, unbounded (below `lowest`) or above CAP becomes CAP;
     one of the wrong type is left for the handler to refuse."""
     value = body.get(key)
-    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
-                         and (value < lowest or value > CAP)):  # fmt: skip
+    if value is None or (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and (value < lowest or value > CAP)
+    ):
         body[key] = CAP
 
 
@@ -127,8 +136,13 @@ def steer(case) -> None:
 
 
 @schema.parametrize()
-@settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=not HUNT, database=None,
-          suppress_health_check=list(HealthCheck))  # fmt: skip
+@settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    derandomize=not HUNT,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 def test_every_answer_matches_the_document(case, live: Daemon) -> None:
     steer(case)
     response = case.call(base_url=live[1], timeout=60)
@@ -143,15 +157,18 @@ def test_the_daemon_survived(live: Daemon) -> None:
     if SEEN:  # the fuzzing ran: it reached the handlers, not only the JSON reader
         assert any(status == 200 for _, status in SEEN), SEEN
         assert any(400 <= status < 500 for _, status in SEEN), SEEN
-        print("\nschemathesis, cases by answer:",
-              ", ".join(f"{op} {status}: {n}" for (op, status), n in sorted(SEEN.items())))
+        print(
+            "\nschemathesis, cases by answer:",
+            ", ".join(f"{op} {status}: {n}" for (op, status), n in sorted(SEEN.items())),
+        )
 
 
 def test_every_route_is_documented() -> None:
     """The document names every route the app serves, and no other."""
     app = build_app(SimpleNamespace(settings=Settings()))
-    served = {(r.method.lower(), r.resource.canonical) for r in app.router.routes()
-              if r.method != "HEAD"}  # fmt: skip
+    served = {
+        (r.method.lower(), r.resource.canonical) for r in app.router.routes() if r.method != "HEAD"
+    }
     documented = {(m, p) for p, item in DOCUMENT["paths"].items() for m in item}
     assert served == documented
 

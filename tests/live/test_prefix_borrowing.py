@@ -18,9 +18,11 @@ SHARED = (
 
 def ask(client: openai.OpenAI, question: str, max_tokens: int = 24):
     return client.chat.completions.create(
-        model="smollm2", temperature=0, max_tokens=max_tokens,
+        model="smollm2",
+        temperature=0,
+        max_tokens=max_tokens,
         messages=[{"role": "system", "content": SHARED}, {"role": "user", "content": question}],
-    )  # fmt: skip
+    )
 
 
 def client_for(url: str) -> openai.OpenAI:
@@ -39,9 +41,15 @@ def test_a_request_borrows_the_shared_prefix_of_a_running_one_and_answers_the_sa
 
     def long_answer() -> None:  # holds slot A, its prompt cells written, while B arrives
         stream = client.chat.completions.create(
-            model="smollm2", temperature=0, max_tokens=200, stream=True,
-            messages=[{"role": "system", "content": SHARED}, {"role": "user", "content": "Tell me all about it."}],
-        )  # fmt: skip
+            model="smollm2",
+            temperature=0,
+            max_tokens=200,
+            stream=True,
+            messages=[
+                {"role": "system", "content": SHARED},
+                {"role": "user", "content": "Tell me all about it."},
+            ],
+        )
         for _ in stream:
             started.set()
 

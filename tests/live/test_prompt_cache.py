@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import openai
 
-from tests.support.live import CLIENT_TIMEOUT_S
 from tests.support.helpers import raw_request
+from tests.support.live import CLIENT_TIMEOUT_S
 
 DOCUMENT = (
     "Here is a document about the river Danube. The Danube flows from the Black Forest in "
@@ -20,9 +20,11 @@ ONE_SLOT = ("--model", "smollm2", "--parallel", "1", "--ctx", "1024")
 
 def ask(client: openai.OpenAI, content: str):
     return client.chat.completions.create(
-        model="smollm2", temperature=0, max_tokens=24,
+        model="smollm2",
+        temperature=0,
+        max_tokens=24,
         messages=[{"role": "user", "content": content}],
-    )  # fmt: skip
+    )
 
 
 def client_for(url: str) -> openai.OpenAI:

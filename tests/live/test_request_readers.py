@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from tests.support.helpers import MODEL, raw_request
 from localserve.ground.errors import BadRequest
 from localserve.ground.units import UNSET
 from localserve.server.http.readers import keep_alive, model_name
+from tests.support.helpers import MODEL, raw_request
 
 
 def post(url: str, body: dict[str, Any]) -> tuple[int, Any]:
@@ -129,7 +129,9 @@ def test_generate_with_only_the_older_name_field_is_a_400_as_in_ollama(daemon_ur
 
 def test_openai_keep_alive_null_is_taken_as_not_sent(client) -> None:
     response = client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=1,
+        model=MODEL,
+        messages=[{"role": "user", "content": "Hi"}],
+        max_tokens=1,
         extra_body={"keep_alive": None},
-    )  # fmt: skip
+    )
     assert response.usage.completion_tokens == 1

@@ -17,13 +17,27 @@ import openai
 import pytest
 
 from tests.support import daemons
-from tests.support.live import start_daemon
 from tests.support.helpers import copy_prompt
+from tests.support.live import start_daemon
 from tests.support.residency_support import (  # noqa: F401  (fixtures)
-    CLIENT_TIMEOUT_S, GEMMA, SMOL, assert_complete, chat, daemon_log, fits_both, fits_one,
-    gemma_path, load_counts, openai_client, poll, post, resident, serve_args, sizes, stats,
-)  # fmt: skip
-
+    CLIENT_TIMEOUT_S,
+    GEMMA,
+    SMOL,
+    assert_complete,
+    chat,
+    daemon_log,
+    fits_both,
+    fits_one,
+    gemma_path,
+    load_counts,
+    openai_client,
+    poll,
+    post,
+    resident,
+    serve_args,
+    sizes,
+    stats,
+)
 
 # -- one daemon with a budget that fits both models, shared by the read-only tests -----
 
@@ -178,9 +192,13 @@ def test_in_flight_stream_survives_an_eviction_attempt_and_the_other_model_waits
     try:
         # A copying completion never meets an end-of-generation token: it runs to max_tokens.
         stream = client.completions.create(
-            model=SMOL, prompt=copy_prompt("river"), temperature=0, max_tokens=LONG_TOKENS,
-            stream=True, stream_options={"include_usage": True},
-        )  # fmt: skip
+            model=SMOL,
+            prompt=copy_prompt("river"),
+            temperature=0,
+            max_tokens=LONG_TOKENS,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
         text, reason, usage, other_done_before_finish = [], None, None, None
         for chunk in stream:
             if chunk.usage is not None:
@@ -220,10 +238,12 @@ def pinned_refusal(gemma_path: str, fits_one: int):
     """
     proc, url = start_daemon(
         serve_args(
-            gemma_path, SMOL, budget=fits_one,
+            gemma_path,
+            SMOL,
+            budget=fits_one,
             extra=("--load-timeout", "5", "--max-pass-over", "1"),
         )
-    )  # fmt: skip
+    )
     try:
         assert set(resident(url)) == {SMOL}
         status, body = post(f"{url}/api/admin/pin", {"model": SMOL, "pinned": True})

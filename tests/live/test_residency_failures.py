@@ -17,13 +17,26 @@ from typing import Any
 import openai
 import pytest
 
-from tests.support.daemons import free_port, serve_command
 from localserve.ground.units import format_size
+from tests.support.daemons import free_port, serve_command
 from tests.support.residency_support import (  # noqa: F401  (fixtures)
-    CLIENT_TIMEOUT_S, GEMMA, MiB, SMOL, assert_complete, chat, fits_one, gemma_path,
-    load_counts, openai_client, poll, post, resident, serve_args, sizes, stats,
-)  # fmt: skip
-
+    CLIENT_TIMEOUT_S,
+    GEMMA,
+    SMOL,
+    MiB,
+    assert_complete,
+    chat,
+    fits_one,
+    gemma_path,
+    load_counts,
+    openai_client,
+    poll,
+    post,
+    resident,
+    serve_args,
+    sizes,
+    stats,
+)
 
 # -- 7. a truncated GGUF -----
 

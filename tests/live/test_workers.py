@@ -24,18 +24,27 @@ LONG = "Write a very long story about a lighthouse keeper and the sea, in many c
 
 
 def worker_pid(url: str, device: str = "cpu") -> int:
-    return int(poll(f"a running {device} worker", lambda: get_json(f"{url}/health")["devices"]
-                    [device]["pid"], 30))
+    return int(
+        poll(
+            f"a running {device} worker",
+            lambda: get_json(f"{url}/health")["devices"][device]["pid"],
+            30,
+        )
+    )
 
 
-def stream_until_it_ends(client: openai.OpenAI, model: str, started: threading.Event,
-                         outcome: dict[str, Any]) -> None:
+def stream_until_it_ends(
+    client: openai.OpenAI, model: str, started: threading.Event, outcome: dict[str, Any]
+) -> None:
     """Stream a long answer; record how it ended and when."""
     try:
         stream = client.chat.completions.create(
-            model=model, messages=[{"role": "user", "content": LONG}], max_tokens=400,
-            temperature=0, stream=True,
-        )  # fmt: skip
+            model=model,
+            messages=[{"role": "user", "content": LONG}],
+            max_tokens=400,
+            temperature=0,
+            stream=True,
+        )
         for chunk in stream:
             if chunk.choices and chunk.choices[0].delta.content:
                 started.set()
@@ -45,9 +54,9 @@ def stream_until_it_ends(client: openai.OpenAI, model: str, started: threading.E
     outcome["at"] = time.monotonic()
 
 
-def streams(client: openai.OpenAI, models: list[str]) -> tuple[list[threading.Thread],
-                                                                list[threading.Event],
-                                                                list[dict[str, Any]]]:
+def streams(
+    client: openai.OpenAI, models: list[str]
+) -> tuple[list[threading.Thread], list[threading.Event], list[dict[str, Any]]]:
     threads, events, outcomes = [], [], []
     for model in models:
         started, outcome = threading.Event(), {}
@@ -59,9 +68,11 @@ def streams(client: openai.OpenAI, models: list[str]) -> tuple[list[threading.Th
 
 def chat(client: openai.OpenAI, model: str) -> str:
     answer = client.chat.completions.create(
-        model=model, messages=[{"role": "user", "content": "Say hi."}], max_tokens=4,
+        model=model,
+        messages=[{"role": "user", "content": "Say hi."}],
+        max_tokens=4,
         temperature=0,
-    )  # fmt: skip
+    )
     return answer.choices[0].message.content or ""
 
 
@@ -90,14 +101,19 @@ def test_killing_the_worker_ends_every_stream_with_the_cause_and_the_next_reques
 
 
 def test_a_worker_that_aborts_inside_a_step_fails_its_requests_and_restarts(daemon_factory) -> None:
-    _, url = daemon_factory(["--model", SMOL, "--parallel", "2", "--ctx", "512"],
-                            env={"LOCALSERVE_TEST_ABORT_AT_STEP": "40"})
+    _, url = daemon_factory(
+        ["--model", SMOL, "--parallel", "2", "--ctx", "512"],
+        env={"LOCALSERVE_TEST_ABORT_AT_STEP": "40"},
+    )
     client = openai_client(url)
     with pytest.raises(openai.APIError, match=r"the cpu engine stopped: signal SIGABRT \(abort\)"):
         for _ in client.chat.completions.create(
-            model=SMOL, messages=[{"role": "user", "content": LONG}], max_tokens=100,
-            temperature=0, stream=True,
-        ):  # fmt: skip
+            model=SMOL,
+            messages=[{"role": "user", "content": LONG}],
+            max_tokens=100,
+            temperature=0,
+            stream=True,
+        ):
             pass
     assert chat(client, SMOL), "a short request after the restart stays under the abort"
 
@@ -105,8 +121,7 @@ def test_a_worker_that_aborts_inside_a_step_fails_its_requests_and_restarts(daem
 def test_models_on_another_device_keep_serving_while_the_first_restarts(
     daemon_factory, gemma_path: str
 ) -> None:
-    two_devices = {"LOCALSERVE_TEST_DEVICES": "cpu1",
-                   "LOCALSERVE_TEST_PLACE": f"{GEMMA}=cpu1"}
+    two_devices = {"LOCALSERVE_TEST_DEVICES": "cpu1", "LOCALSERVE_TEST_PLACE": f"{GEMMA}=cpu1"}
     _, url = daemon_factory(serve_both(gemma_path), env=two_devices)
     assert resident(url)[GEMMA]["localserve"]["device"] == "cpu1"
     client = openai_client(url)
@@ -122,8 +137,10 @@ def test_models_on_another_device_keep_serving_while_the_first_restarts(
 
 
 def test_a_worker_that_dies_twice_at_the_same_point_marks_its_device_failed(daemon_factory) -> None:
-    _, url = daemon_factory(["--no-default-model", "--parallel", "2", "--ctx", "512"],
-                            env={"LOCALSERVE_TEST_ABORT_AT_STEP": "3"})
+    _, url = daemon_factory(
+        ["--no-default-model", "--parallel", "2", "--ctx", "512"],
+        env={"LOCALSERVE_TEST_ABORT_AT_STEP": "3"},
+    )
     client = openai_client(url)
     for _ in range(2):
         with pytest.raises(openai.APIError, match="the cpu engine stopped"):

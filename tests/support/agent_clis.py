@@ -1,8 +1,8 @@
 """The real coding agents the agent faces are tested with: Claude Code and Codex, from the npm
 registry at pinned versions, installed once into `.agents/` at the repository's root.
 
-`python -m tests.support.agent_clis` installs them (.ci/run does, before the tests); `agent(name)` gives
-a program's path, installing first if need be, or None where npm is missing or cannot install.
+`python -m tests.support.agent_clis` installs them (.ci/run does, before the tests); `agent(name)`
+gives a program's path, installing first if need be, or None where npm is missing or cannot install.
 """
 
 from __future__ import annotations
@@ -36,10 +36,21 @@ def install() -> str:
         raise FileNotFoundError("npm is not installed")
     FOLDER.mkdir(exist_ok=True)
     done = subprocess.run(
-        [npm, "install", "--prefix", str(FOLDER), "--no-audit", "--no-fund", "--no-save",
-         *PACKAGES.values()],
-        capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=True,
-    )  # fmt: skip
+        [
+            npm,
+            "install",
+            "--prefix",
+            str(FOLDER),
+            "--no-audit",
+            "--no-fund",
+            "--no-save",
+            *PACKAGES.values(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=INSTALL_TIMEOUT_S,
+        check=True,
+    )
     return done.stdout + done.stderr
 
 

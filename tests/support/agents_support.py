@@ -22,14 +22,20 @@ WEATHER = {
     "properties": {"city": {"type": "string", "maxLength": 30}, "unit": {"enum": ["c", "f"]}},
     "required": ["city"],
 }
-TIME = {"type": "object", "properties": {"zone": {"type": "string", "maxLength": 20}},
-        "required": ["zone"]}  # fmt: skip
+TIME = {
+    "type": "object",
+    "properties": {"zone": {"type": "string", "maxLength": 20}},
+    "required": ["zone"],
+}
 SCHEMAS = {"get_weather": WEATHER, "get_time": TIME}
 DESCRIPTIONS = {"get_weather": "The weather in a city", "get_time": "The time in a zone"}
-ANTHROPIC_TOOLS = [{"name": n, "description": DESCRIPTIONS[n], "input_schema": s}
-                   for n, s in SCHEMAS.items()]  # fmt: skip
-RESPONSES_TOOLS = [{"type": "function", "name": n, "description": DESCRIPTIONS[n],
-                    "parameters": s} for n, s in SCHEMAS.items()]  # fmt: skip
+ANTHROPIC_TOOLS = [
+    {"name": n, "description": DESCRIPTIONS[n], "input_schema": s} for n, s in SCHEMAS.items()
+]
+RESPONSES_TOOLS = [
+    {"type": "function", "name": n, "description": DESCRIPTIONS[n], "parameters": s}
+    for n, s in SCHEMAS.items()
+]
 ASK_WEATHER = "What is the weather in Paris?"
 # Greedy SmolLM2 copies this line; on the tools template, writing the trigger starts a call.
 COPY_TRIGGER = "Write this exactly: <tool_call>"
@@ -47,11 +53,13 @@ class Served:
 
 def served(url: str, model: str) -> Served:
     return Served(
-        url, model,
+        url,
+        model,
         anthropic.Anthropic(base_url=url, api_key="none", timeout=CLIENT_TIMEOUT_S, max_retries=0),
-        openai.OpenAI(base_url=f"{url}/v1", api_key="none", timeout=CLIENT_TIMEOUT_S,
-                      max_retries=0),
-    )  # fmt: skip
+        openai.OpenAI(
+            base_url=f"{url}/v1", api_key="none", timeout=CLIENT_TIMEOUT_S, max_retries=0
+        ),
+    )
 
 
 @pytest.fixture(scope="session")

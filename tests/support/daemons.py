@@ -32,8 +32,9 @@ T = TypeVar("T")
 class NotReady(RuntimeError):
     """A server that exited, or did not answer within its timeout, before it could serve."""
 
-    def __init__(self, cmd: Sequence[str], log_path: str, returncode: int | None,
-                 timeout_s: float) -> None:
+    def __init__(
+        self, cmd: Sequence[str], log_path: str, returncode: int | None, timeout_s: float
+    ) -> None:
         self.cmd = list(cmd)
         self.log_path = log_path
         self.returncode = returncode  # None: it was still running when we gave up
@@ -96,8 +97,13 @@ def serve_command(args: Sequence[str], port: int) -> list[str]:
     return [sys.executable, "-m", "localserve", "serve", *args, "--host", HOST, "--port", str(port)]
 
 
-def wait_ready(proc: subprocess.Popen[bytes], ready: Callable[[], object], cmd: Sequence[str],
-               log_path: str, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+def wait_ready(
+    proc: subprocess.Popen[bytes],
+    ready: Callable[[], object],
+    cmd: Sequence[str],
+    log_path: str,
+    timeout_s: float = STARTUP_TIMEOUT_S,
+) -> None:
     """Poll `ready()` until it is truthy; raise NotReady if the server exits first or the
     timeout passes (then it is stopped, so nothing is left running)."""
     deadline = time.monotonic() + timeout_s
@@ -112,8 +118,9 @@ def wait_ready(proc: subprocess.Popen[bytes], ready: Callable[[], object], cmd: 
         time.sleep(0.2)
 
 
-def start_daemon(args: Sequence[str], timeout_s: float = STARTUP_TIMEOUT_S,
-                 env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
+def start_daemon(
+    args: Sequence[str], timeout_s: float = STARTUP_TIMEOUT_S, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
     """Start `python -m localserve serve ARGS --host 127.0.0.1 --port <free>`; wait for /health.
 
     Returns (process, base URL). The daemon's stdout and stderr go to a temp file whose path is
@@ -124,8 +131,13 @@ def start_daemon(args: Sequence[str], timeout_s: float = STARTUP_TIMEOUT_S,
     fd, log_path = tempfile.mkstemp(prefix=f"localserve-{port}-", suffix=".log")
     cmd = serve_command(args, port)
     with os.fdopen(fd, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env={**os.environ, **env} if env else None)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **env} if env else None,
+        )
     proc.log_path = log_path  # type: ignore[attr-defined]
     wait_ready(proc, lambda: health(url) is not None, cmd, log_path, timeout_s)
     return proc, url

@@ -15,15 +15,15 @@ from typing import Any
 import numpy as np
 
 from localserve.backends.base import TurnEnd, TurnEvent
-from localserve.formats import MemoryEstimate
-from localserve.engine.residency.placement import Placement
-from localserve.engine.residency.pools import MemoryPool
-from localserve.formats.offload import LayeredEstimate, unsplit
-from localserve.engine.workers.resident import ResidentModel
 from localserve.engine.batching.batcher import Batcher, Embedder
 from localserve.engine.batching.embedding import EmbeddingJob
 from localserve.engine.batching.sequence import Sequence
+from localserve.engine.residency.placement import Placement
+from localserve.engine.residency.pools import MemoryPool
+from localserve.engine.workers.resident import ResidentModel
 from localserve.engine.workers.stream import RequestStream
+from localserve.formats import MemoryEstimate
+from localserve.formats.offload import LayeredEstimate, unsplit
 from localserve.ground.errors import BadRequest, ModelNotFound
 from localserve.ground.model import ModelInfo, ModelRef
 from localserve.ground.sampling import SamplingParams
@@ -39,9 +39,19 @@ WIDTH = 3
 def model_info(name: str = "fake", **overrides: Any) -> ModelInfo:
     """A ModelInfo with plain defaults; name only the fields a test cares about."""
     base = ModelInfo(
-        name=name, path="-", format="gguf", n_slots=2, n_ctx_slot=64, n_ctx_train=64,
-        size_bytes=0, chat_template=None, bos_text="", eos_text="", add_bos=False, n_embd=WIDTH,
-    )  # fmt: skip
+        name=name,
+        path="-",
+        format="gguf",
+        n_slots=2,
+        n_ctx_slot=64,
+        n_ctx_train=64,
+        size_bytes=0,
+        chat_template=None,
+        bos_text="",
+        eos_text="",
+        add_bos=False,
+        n_embd=WIDTH,
+    )
     return replace(base, **overrides)
 
 
@@ -200,8 +210,14 @@ class LocalRunner:
     def tokenize(self, texts: list[str], add_special: bool) -> list[list[int]]:
         return [self.vocab.tokenize(t, add_special) for t in texts]
 
-    async def start(self, prompt: list[int] | str, params: SamplingParams, prompt_field: str,
-                    add_special: bool = False, want_tokens: bool = False) -> RequestStream:  # fmt: skip
+    async def start(
+        self,
+        prompt: list[int] | str,
+        params: SamplingParams,
+        prompt_field: str,
+        add_special: bool = False,
+        want_tokens: bool = False,
+    ) -> RequestStream:
         tokens = prompt if isinstance(prompt, list) else self.vocab.tokenize(prompt, add_special)
         room = self.vocab.info.n_ctx_slot - len(tokens)
         cap = room if params.max_tokens is None else min(params.max_tokens, room)
@@ -227,8 +243,11 @@ class LocalRunner:
         return [v for v in job.vectors if v is not None]
 
     def stats(self) -> dict[str, Any]:
-        return {"queued": len(self.batcher.waiting), "running": len(self.batcher.running),
-                "prompt_cache": None}
+        return {
+            "queued": len(self.batcher.waiting),
+            "running": len(self.batcher.running),
+            "prompt_cache": None,
+        }
 
 
 class FakeLibrary:
@@ -312,7 +331,13 @@ def layers_model(layer: int, n_layers: int = 10, input_weights: int = 0) -> Laye
     """A model of `n_layers` layers of `layer` bytes each (weights), its output one more layer
     of that size, and nothing else: `k` offloaded layers need `k * layer` on the device."""
     return LayeredEstimate(
-        input_weights=input_weights, output_weights=layer, layer_weights=(layer,) * n_layers,
-        layer_kv=(0,) * n_layers, compute_layer=0, compute_logits=0, compute_input=0,
-        output_buffer=0, prompt_cache=0,
-    )  # fmt: skip
+        input_weights=input_weights,
+        output_weights=layer,
+        layer_weights=(layer,) * n_layers,
+        layer_kv=(0,) * n_layers,
+        compute_layer=0,
+        compute_logits=0,
+        compute_input=0,
+        output_buffer=0,
+        prompt_cache=0,
+    )

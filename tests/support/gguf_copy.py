@@ -11,10 +11,10 @@ from typing import Any
 # The copy's progress bar, in every test log; tqdm reads this when it is imported.
 os.environ.setdefault("TQDM_DISABLE", "1")
 
-import gguf  # noqa: E402
-from gguf.scripts.gguf_new_metadata import MetadataDetails, copy_with_new_metadata  # noqa: E402
+import gguf
+from gguf.scripts.gguf_new_metadata import MetadataDetails, copy_with_new_metadata
 
-from localserve.store.resolve import resolve  # noqa: E402
+from localserve.store.resolve import resolve
 
 _TYPES = {str: gguf.GGUFValueType.STRING, int: gguf.GGUFValueType.UINT32}
 

@@ -7,8 +7,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.daemons import raw_request  # noqa: F401  (the tests import it from here)
-from tests.support.daemons import resident
+from tests.support.daemons import (
+    raw_request,  # noqa: F401  (the tests import it from here)
+    resident,
+)
 
 # The repository's root, and the embedded default model every live test can serve.
 REPO = Path(__file__).resolve().parents[2]
@@ -20,9 +22,23 @@ MODEL = "smollm2"
 # distinct whole words, none a substring of another, so an answer naming a word not its own
 # can only have come from another request's KV slot.
 COPY_WORDS = (
-    "apple", "river", "tiger", "violin", "copper", "garden", "pencil", "rocket",
-    "window", "castle", "banana", "dragon", "silver", "forest", "candle", "hammer",
-)  # fmt: skip
+    "apple",
+    "river",
+    "tiger",
+    "violin",
+    "copper",
+    "garden",
+    "pencil",
+    "rocket",
+    "window",
+    "castle",
+    "banana",
+    "dragon",
+    "silver",
+    "forest",
+    "candle",
+    "hammer",
+)
 
 # Tokens for " apple, apple, apple," : three words and three commas.
 COPY_TOKENS = 6

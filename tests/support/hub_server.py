@@ -76,7 +76,7 @@ class Hub:
             def log_message(self, *args: object) -> None:
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            def do_GET(self) -> None:
                 path = unquote(urlparse(self.path).path)
                 hub.requests.append((path, self.headers.get("Range")))
                 m = re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/[^/]+)?", path)

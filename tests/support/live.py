@@ -23,12 +23,18 @@ CTX = 1024
 CLIENT_TIMEOUT_S = 120.0
 
 DEFAULT_ARGS: tuple[str, ...] = (
-    "--model", MODEL, "--parallel", str(PARALLEL), "--ctx", str(CTX),
-)  # fmt: skip
+    "--model",
+    MODEL,
+    "--parallel",
+    str(PARALLEL),
+    "--ctx",
+    str(CTX),
+)
 
 
 def start_daemon(
-    args: Sequence[str] = DEFAULT_ARGS, timeout_s: float = STARTUP_TIMEOUT_S,
+    args: Sequence[str] = DEFAULT_ARGS,
+    timeout_s: float = STARTUP_TIMEOUT_S,
     env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen, str]:
     """`daemons.start_daemon`, failing the test with the daemon's command and log if it dies or
@@ -51,5 +57,3 @@ def running_daemon(args: Sequence[str]) -> Iterator[tuple[subprocess.Popen, str]
         yield proc, url
     finally:
         stop_daemon(proc)
-
-

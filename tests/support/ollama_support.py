@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import ollama
 import pytest
+
 from tests.support.live import CLIENT_TIMEOUT_S
 
 MODEL = "smollm2"

@@ -59,10 +59,22 @@ def _build(target: Path) -> None:
         _gguf_to_hf(hf_dir)
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}
         cmd = [
-            sys.executable, "-m", "onnxruntime_genai.models.builder",
-            "-i", str(hf_dir), "-o", str(out_dir), "-p", "int4", "-e", "cpu",
-            "-c", str(work / "cache"), "--extra_options", "algo_config=k_quant",
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "onnxruntime_genai.models.builder",
+            "-i",
+            str(hf_dir),
+            "-o",
+            str(out_dir),
+            "-p",
+            "int4",
+            "-e",
+            "cpu",
+            "-c",
+            str(work / "cache"),
+            "--extra_options",
+            "algo_config=k_quant",
+        ]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if done.returncode != 0 or not (out_dir / "genai_config.json").is_file():
             raise RuntimeError(

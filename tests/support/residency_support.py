@@ -20,11 +20,11 @@ from typing import Any, TypeVar
 import openai
 import pytest
 
-from tests.support import daemons
-from tests.support.daemons import load_counts, resident, stats  # noqa: F401  (the tests import them here)
 from localserve.engine.residency.loader import estimate_load
 from localserve.ground.settings import Settings
 from localserve.store.resolve import resolve
+from tests.support import daemons
+from tests.support.daemons import load_counts, resident, stats  # noqa: F401  (the tests import them here)
 
 SMOL = "smollm2"
 GEMMA = "gemma-3-270m-q4_k_m"  # served under its file's stem

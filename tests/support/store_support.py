@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.hub_server import Hub, package_gguf
 from localserve.store.catalog import Catalog
 from localserve.store.library import Library
+from tests.support.hub_server import Hub, package_gguf
 
 SMOL_REPO = "localserve-test/SmolLM2-135M-Instruct-GGUF"
 SMOL_FILE = "SmolLM2-135M-Instruct-Q4_1.gguf"
@@ -85,7 +85,11 @@ class Events:
 
 
 def blobs(library: Library) -> set[str]:
-    return {p.name for p in library.store.blobs.glob("sha256-*")} if library.store.blobs.is_dir() else set()
+    return (
+        {p.name for p in library.store.blobs.glob("sha256-*")}
+        if library.store.blobs.is_dir()
+        else set()
+    )
 
 
 def partials(library: Library) -> list[str]:

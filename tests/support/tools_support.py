@@ -16,8 +16,8 @@ import ollama
 import openai
 import pytest
 
-from tests.support.live import CLIENT_TIMEOUT_S, running_daemon
 from tests.support.gguf_copy import copy_with
+from tests.support.live import CLIENT_TIMEOUT_S, running_daemon
 
 TOOLS_MODEL = "smollm2-tools"
 
@@ -25,16 +25,19 @@ TOOLS_MODEL = "smollm2-tools"
 @pytest.fixture(scope="session")
 def tools_daemon(tmp_path_factory) -> Iterator[tuple[subprocess.Popen, str]]:
     template = (Path(__file__).parent / "templates" / "hermes_tools.jinja").read_text()
-    copy = copy_with(tmp_path_factory.mktemp("tools") / f"{TOOLS_MODEL}.gguf",
-                     {"tokenizer.chat_template": template})  # fmt: skip
+    copy = copy_with(
+        tmp_path_factory.mktemp("tools") / f"{TOOLS_MODEL}.gguf",
+        {"tokenizer.chat_template": template},
+    )
     with running_daemon(["--model", str(copy), "--parallel", "4", "--ctx", "2048"]) as served:
         yield served
 
 
 @pytest.fixture(scope="session")
 def tools_client(tools_daemon) -> Iterator[openai.OpenAI]:
-    c = openai.OpenAI(base_url=f"{tools_daemon[1]}/v1", api_key="none",
-                      timeout=CLIENT_TIMEOUT_S, max_retries=0)  # fmt: skip
+    c = openai.OpenAI(
+        base_url=f"{tools_daemon[1]}/v1", api_key="none", timeout=CLIENT_TIMEOUT_S, max_retries=0
+    )
     yield c
     c.close()
 

@@ -15,14 +15,19 @@ from pathlib import Path
 
 from localserve_native import recipes
 
-LAVAPIPE_ICDS = ("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json", "/usr/share/vulkan/icd.d/lvp_icd.json")
+LAVAPIPE_ICDS = (
+    "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json",
+    "/usr/share/vulkan/icd.d/lvp_icd.json",
+)
 
 
 def missing() -> str | None:
     """Why no daemon here can offload to lavapipe, or None."""
     if recipes.cached_wheel(recipes.plan(recipes.recipes()["vulkan"])) is None:
-        return ("no Vulkan build of llama-cpp-python is kept here: run "
-                "`localserve native build vulkan --wheel-only` (.ci/run does)")
+        return (
+            "no Vulkan build of llama-cpp-python is kept here: run "
+            "`localserve native build vulkan --wheel-only` (.ci/run does)"
+        )
     if not any(Path(p).exists() for p in LAVAPIPE_ICDS):
         return "Mesa's lavapipe is not installed (Debian: mesa-vulkan-drivers)"
     return None

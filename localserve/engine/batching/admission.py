@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Callable, Generic, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Generic, Protocol, TypeVar
 
 from localserve.ground.errors import ContextOverflow, QueueFull
 

@@ -7,7 +7,8 @@ Every batcher admits through an `AdmissionQueue` (engine/batching/admission.py) 
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Sized, runtime_checkable
+from collections.abc import Callable, Sized
+from typing import Protocol, runtime_checkable
 
 from localserve.engine.batching.admission import Cancellable
 from localserve.engine.batching.embedding import EmbeddingJob
@@ -16,9 +17,15 @@ from localserve.engine.batching.sequence import Sequence
 
 
 class Batcher(Protocol):
-    # Sequences queued and sequences holding a slot, for /api/ps and the admin stats.
-    waiting: Sized
-    running: Sized
+    @property
+    def waiting(self) -> Sized:
+        """Sequences queued, for /api/ps and the admin stats."""
+        ...
+
+    @property
+    def running(self) -> Sized:
+        """Sequences holding a slot, for /api/ps and the admin stats."""
+        ...
 
     def attach(self, wake: Callable[[], None]) -> None:
         """Take the callable that wakes the device's engine loop."""

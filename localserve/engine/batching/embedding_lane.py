@@ -102,8 +102,9 @@ class EmbeddingLane:
             budget -= take
         return plan, inputs
 
-    def _postprocess(self, plan: StepPlan, inputs: list[EmbeddingInput], rows: np.ndarray,
-                     result: StepResult) -> None:  # fmt: skip
+    def _postprocess(
+        self, plan: StepPlan, inputs: list[EmbeddingInput], rows: np.ndarray, result: StepResult
+    ) -> None:
         pooling = self.backend.pooling
         done: set[EmbeddingJob] = set()
         at = 0

@@ -11,9 +11,9 @@ starts and who is in it, with a per-model policy (the BentoML / Triton knobs):
 
 Requests that arrive while a batch runs wait in our queue and form the next batch. Each step is
 one Engine step for the whole batch; every sequence's new token goes through the same
-post-processing as the GGUF scheduler's (engine/batching/outputs.py), so a finished sequence streams its
-end at once and never waits for the batch's slowest. Where the Engine batches dynamically (a
-paged KV cache on CUDA or WebGPU), requests go to it as soon as a row is free.
+post-processing as the GGUF scheduler's (engine/batching/outputs.py), so a finished sequence
+streams its end at once and never waits for the batch's slowest. Where the Engine batches
+dynamically (a paged KV cache on CUDA or WebGPU), requests go to it as soon as a row is free.
 
 `regroup_at` (off by default) ends a static batch early when only that many rows still run and
 a full batch's worth of requests waits: the stragglers rejoin the queue's head and continue from
@@ -28,13 +28,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from localserve.backends.base import BatchRuntime, TurnEnd, TurnEvent
 from localserve.engine.batching.admission import AdmissionQueue, Cancellable
 from localserve.engine.batching.outputs import (
-    Outbox, StepResult, accept_token, drain, end_sequence,
+    Outbox,
+    StepResult,
+    accept_token,
+    drain,
+    end_sequence,
 )
 from localserve.engine.batching.sequence import Delta, Sequence, Status
 

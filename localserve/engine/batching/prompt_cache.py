@@ -90,8 +90,13 @@ class PromptCache:
         self.tokens_restored += tokens
 
     def stats(self) -> dict[str, int]:
-        return {"entries": len(self._entries), "bytes": self.size, "limit": self.limit_bytes,
-                "hits": self.hits, "tokens_restored": self.tokens_restored}
+        return {
+            "entries": len(self._entries),
+            "bytes": self.size,
+            "limit": self.limit_bytes,
+            "hits": self.hits,
+            "tokens_restored": self.tokens_restored,
+        }
 
     def _drop(self, key: int) -> None:
         self.size -= self._entries.pop(key).size

@@ -3,15 +3,15 @@
 Sequences join and leave between steps. Each step holds one decode token for every running
 sequence, then prefill chunks of newly admitted ones, shortest first, under a per-step token
 budget (chunked prefill), so a long prompt never stalls the streams already running. When the
-backend can embed, embedding inputs borrow free slots too (engine/batching/embedding_lane.py), and this
-scheduler decides whose turn it is: embedding and generation steps take turns.
+backend can embed, embedding inputs borrow free slots too (engine/batching/embedding_lane.py),
+and this scheduler decides whose turn it is: embedding and generation steps take turns.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from localserve.backends.base import EmbeddingBackend, SlotBackend
 from localserve.engine.batching.admission import AdmissionQueue, Cancellable

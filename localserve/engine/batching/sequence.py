@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from localserve.engine.batching.detokenizer import IncrementalDetokenizer
-from localserve.ground.sampling import SamplingParams
 from localserve.engine.batching.stops import StopMatcher
+from localserve.ground.sampling import SamplingParams
 
 _ids = itertools.count(1)
 

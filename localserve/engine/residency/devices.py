@@ -55,14 +55,23 @@ def find_devices() -> list[build_info.Device]:
         return []
     found = [
         build_info.Device(
-            name=d["name"], kind=d["kind"], description=d.get("description", ""),
-            memory_free=d.get("memory_free"), memory_total=d.get("memory_total"),
+            name=d["name"],
+            kind=d["kind"],
+            description=d.get("description", ""),
+            memory_free=d.get("memory_free"),
+            memory_total=d.get("memory_total"),
             max_tensor=d.get("max_tensor"),
         )
         for d in facts.get("devices") or []
         if d.get("kind") != "cpu"
-    ]  # fmt: skip
+    ]
     for device in found:
-        log.info("found %s (%s, %s): %s of %s free", device.name, device.description,
-                 device.kind, device.memory_free, device.memory_total)
+        log.info(
+            "found %s (%s, %s): %s of %s free",
+            device.name,
+            device.description,
+            device.kind,
+            device.memory_free,
+            device.memory_total,
+        )
     return found

@@ -13,22 +13,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-
-from collections.abc import Sequence
 from typing import Protocol
 
+from localserve.engine.residency import eviction
 from localserve.engine.residency.devices import find_devices
 from localserve.engine.residency.loader import Loader
 from localserve.engine.residency.placement import AUTO, Pin, Placement, place
-from localserve.engine.residency.tally import ResidencyTally
 from localserve.engine.residency.pools import MemoryPool, device_pools, summary
-from localserve.ground.errors import BadRequest, DoesNotFit, ModelBusy
-from localserve.ground.units import UNSET, KeepAlive, format_size
+from localserve.engine.residency.tally import ResidencyTally
 from localserve.engine.workers.resident import ResidentModel
+from localserve.ground.errors import BadRequest, DoesNotFit
 from localserve.ground.model import ModelRef
 from localserve.ground.settings import Settings, output_cap
+from localserve.ground.units import UNSET, KeepAlive, format_size
 from localserve.store.library import Library
 from localserve.store.resolve import canonical_name
 
@@ -113,9 +112,7 @@ class ModelManager:
                 model.keep_alive_s = keep_alive_s
             self._after_use(model)
 
-    async def ensure(
-        self, name: str, allow_path: bool = False, pin: Pin = AUTO
-    ) -> ResidentModel:
+    async def ensure(self, name: str, allow_path: bool = False, pin: Pin = AUTO) -> ResidentModel:
         """The model, resident: loaded now if it must be, by one load however many ask.
 
         Only the operator (`serve --model`, the admin load) may name a file path; a client of
@@ -167,7 +164,9 @@ class ModelManager:
         if not allow_path and ("/" in name or "\\" in name):
             raise BadRequest(
                 f"'{name}' is not a model name: names hold no '/'; to serve a file, start the "
-                "daemon with `localserve serve --model PATH` or import it into the store", "model")
+                "daemon with `localserve serve --model PATH` or import it into the store",
+                "model",
+            )
         # Resolving may read manifests and lay out an ONNX folder: keep it off the event loop.
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, self.library.resolve, name, allow_path)
@@ -193,7 +192,10 @@ class ModelManager:
         estimate = await loop.run_in_executor(None, self.loader.estimate, ref)
         if pin.free and self.settings.gpu_layers is not None:
             pin = Pin(gpu_layers=self.settings.gpu_layers)
-        placement = place(estimate, list(self.pools.values()), self._room, pin)
+        residents, waiters = self._resident.values(), self._waiters
+        placement = place(
+            estimate, list(self.pools.values()), lambda p: eviction.room(p, residents, waiters), pin
+        )
         for device, need in placement.need.items():
             budget = self.pools[device].budget
             if need.total > budget:
@@ -218,21 +220,17 @@ class ModelManager:
         self._notify()
         log.info(
             "loaded %s on %s (%d GPU layers) in %.2fs: estimate %s, the runtime reports %s",
-            ref.name, placement.device, placement.gpu_layers, model.load_seconds,
-            format_size(placement.total), format_size(model.actual_bytes),
+            ref.name,
+            placement.device,
+            placement.gpu_layers,
+            model.load_seconds,
+            format_size(placement.total),
+            format_size(model.actual_bytes),
         )
         return model
 
-    def _room(self, pool: MemoryPool) -> int:
-        """What `pool` could hold for a newcomer now: its free memory and what its idle,
-        unpinned models hold (placement evicts them before it offloads less)."""
-        idle = sum(pool.reserved.get(m.name, 0) for m in self._resident.values() if self._evictable(m))
-        return pool.free + idle
-
     def _evictable(self, model: ResidentModel) -> bool:
-        """Idle, unpinned, and not just loaded for requests that have yet to take it (they
-        resume a moment after the load; a request for another model can run in between)."""
-        return model.idle and not model.pinned and not self._waiters.get(model.name)
+        return eviction.evictable(model, self._waiters)
 
     def _release(self, name: str) -> None:
         for pool in self.pools.values():
@@ -253,7 +251,13 @@ class ModelManager:
                 if self._in_line[0] != name:
                     await self._wait_for_change(started, name)
                     continue
-                victim = self._idle_victim(name, placement)
+                victim = eviction.idle_victim(
+                    name,
+                    eviction.short_pools(self.pools, placement),
+                    self._over_cap(),
+                    self._resident.values(),
+                    self._waiters,
+                )
                 if victim is not None:
                     self.tally.evictions[victim.name] += 1
                     self._start_unload(victim)
@@ -275,43 +279,18 @@ class ModelManager:
             self._notify()
 
     def _room_for(self, name: str, placement: Placement) -> bool:
-        return not self._short(placement) and not self._over_cap()
-
-    def _short(self, placement: Placement) -> list[MemoryPool]:
-        """The pools that cannot yet hold their share of `placement`."""
-        return [
-            self.pools[device] for device, need in placement.need.items()
-            if not self.pools[device].fits(need.total)
-        ]  # fmt: skip
+        return not eviction.short_pools(self.pools, placement) and not self._over_cap()
 
     def _over_cap(self) -> bool:
         cap = self.settings.max_loaded_models
         others = len(self._resident) + len(self._unloading) + len(self._loading) - 1
         return 0 < cap <= others
 
-    def _idle_victim(self, name: str, placement: Placement) -> ResidentModel | None:
-        """The least recently used idle model whose eviction helps: one holding memory in a
-        pool that is short, or any, when the model count is what is over."""
-        short = self._short(placement)
-        idle = [
-            m for m in self._resident.values()
-            if m.name != name and self._evictable(m)
-            and (self._over_cap() or any(p.reserved.get(m.name) for p in short))
-        ]  # fmt: skip
-        return min(idle, key=lambda m: m.last_used, default=None)
-
     async def _wait_for_change(self, started: float, name: str, at_most: float = 1.0) -> None:
         remaining = self.settings.load_timeout - (time.monotonic() - started)
         if remaining <= 0:
-            others = [m for m in self._resident.values() if m.name != name]
-            busy = ", ".join(m.name for m in others if not m.idle) or "none"
-            pinned = ", ".join(m.name for m in others if m.pinned) or "none"
-            budgets = ", ".join(f"{p.device} {format_size(p.budget)}" for p in self.pools.values())
-            raise ModelBusy(
-                f"timed out after {self.settings.load_timeout:.0f}s waiting for memory to load "
-                f"'{name}'; busy models: {busy}; pinned models: {pinned}; memory budget "
-                f"{budgets}"
-            )
+            residents, pools = self._resident.values(), self.pools.values()
+            raise eviction.timed_out(name, self.settings.load_timeout, residents, pools)
         event = self._changed
         try:
             await asyncio.wait_for(event.wait(), min(remaining, 1.0, at_most))

@@ -103,7 +103,9 @@ def place(
     gpus = [p for p in pools if p.is_gpu]
     if pin.device is not None and pin.device not in {p.device for p in pools}:
         have = ", ".join(p.device for p in pools)
-        raise BadRequest(f"there is no device '{pin.device}' here; the devices are {have}", "device")
+        raise BadRequest(
+            f"there is no device '{pin.device}' here; the devices are {have}", "device"
+        )
     if pin.device == CPU or pin.gpu_layers == 0 or not estimate.max_layers:
         return on_cpu(estimate, pin)
     if pin.device is not None:

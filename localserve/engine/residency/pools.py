@@ -64,11 +64,17 @@ class MemoryPool:
 
     def describe(self) -> dict[str, object]:
         return {
-            "device": self.device, "kind": self.kind, "backend_device": self.backend_device,
-            "description": self.description, "total": self.total, "budget": self.budget,
-            "used": self.used, "free": self.free, "reserved": dict(self.reserved),
+            "device": self.device,
+            "kind": self.kind,
+            "backend_device": self.backend_device,
+            "description": self.description,
+            "total": self.total,
+            "budget": self.budget,
+            "used": self.used,
+            "free": self.free,
+            "reserved": dict(self.reserved),
             "max_tensor": self.max_tensor,
-        }  # fmt: skip
+        }
 
 
 def system_ram_pool(budget: int | None = None, headroom: int = DEFAULT_HEADROOM) -> MemoryPool:
@@ -100,10 +106,16 @@ def device_pools(
         if budget is None:
             budget = max(0, free - gpu_headroom(total))
         pools.append(
-            MemoryPool(name, budget, kind=gpu.kind, backend_device=gpu.name,
-                       description=gpu.description, total=total or None,
-                       max_tensor=gpu.max_tensor)
-        )  # fmt: skip
+            MemoryPool(
+                name,
+                budget,
+                kind=gpu.kind,
+                backend_device=gpu.name,
+                description=gpu.description,
+                total=total or None,
+                max_tensor=gpu.max_tensor,
+            )
+        )
     if budgets:
         have = ", ".join(p.device for p in pools)
         raise ValueError(

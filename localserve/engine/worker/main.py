@@ -29,10 +29,10 @@ import numpy as np
 import psutil
 
 from localserve.engine.batching.batcher import Batcher, Embedder
-from localserve.engine.worker.device_loop import DeviceLoop
 from localserve.engine.batching.embedding import EmbeddingJob
-from localserve.engine.worker.runtimes import Built, build_model
 from localserve.engine.batching.sequence import Sequence
+from localserve.engine.worker.device_loop import DeviceLoop
+from localserve.engine.worker.runtimes import Built, build_model
 from localserve.ground import messages as m
 from localserve.ground.errors import BadRequest, EngineError, ModelNotFound
 from localserve.ground.settings import Settings
@@ -52,7 +52,7 @@ class Connection:
         self.sock = sock
         self._send_lock = threading.Lock()
         self._encoder = msgspec.msgpack.Encoder()
-        self._decoder = msgspec.msgpack.Decoder(m.ToWorker)
+        self._decoder: msgspec.msgpack.Decoder[m.ToWorker] = msgspec.msgpack.Decoder(m.ToWorker)
 
     def send(self, message: msgspec.Struct) -> None:
         data = m.frame(message, self._encoder)
@@ -92,21 +92,34 @@ class ResidentBatcher:
         for seq, delta in result.outputs:
             new = seq.generated[seq.reported :]
             seq.reported = len(seq.generated)
-            outputs.append(m.Output(
-                seq.id, delta.text, new, delta.finish_reason, delta.error, seq.cached_tokens,
-                seq.queued_s, seq.stop_sequence,
-            ))  # fmt: skip
+            outputs.append(
+                m.Output(
+                    seq.id,
+                    delta.text,
+                    new,
+                    delta.finish_reason,
+                    delta.error,
+                    seq.cached_tokens,
+                    seq.queued_s,
+                    seq.stop_sequence,
+                )
+            )
             if delta.finish_reason is not None:
                 self.worker.forget(self.name, seq.id)
         batcher = self.batcher
         cache = getattr(batcher, "prompt_cache", None)
-        load = m.ModelLoad(len(batcher.waiting), len(batcher.running), batcher.busy,
-                           cache.stats() if cache is not None else None)  # fmt: skip
+        load = m.ModelLoad(
+            len(batcher.waiting),
+            len(batcher.running),
+            batcher.busy,
+            cache.stats() if cache is not None else None,
+        )
         self.worker.conn.send(m.Step(self.name, outputs, load))
         for job, error in result.embedded:
             vectors = [] if error else [np.asarray(v, np.float32).tobytes() for v in job.vectors]
-            self.worker.conn.send(m.Embedded(self.name, job.id, vectors,
-                                             str(error) if error else None))  # fmt: skip
+            self.worker.conn.send(
+                m.Embedded(self.name, job.id, vectors, str(error) if error else None)
+            )
             self.worker.forget_job(self.name, job.id)
 
 
@@ -157,10 +170,13 @@ class Worker:
         built = build_model(self.settings, message)
         resident = ResidentBatcher(self, ref.name, built)
         loaded = m.Loaded(
-            built.backend.info, built.backend.n_vocab, built.reported_bytes,
-            psutil.Process().memory_info().rss - rss_before, time.perf_counter() - t0,
+            built.backend.info,
+            built.backend.n_vocab,
+            built.reported_bytes,
+            psutil.Process().memory_info().rss - rss_before,
+            time.perf_counter() - t0,
             built.buffers,
-        )  # fmt: skip
+        )
         if message.use_extra_bufts:
             self._extra_bufts_models.add(ref.name)
         with self._lock:
@@ -188,13 +204,18 @@ class Worker:
         if grammar is not None or bias:
             check = getattr(resident.built.backend, "check_sampling", None)
             if check is None:
-                what, field = ("logit_bias", "logit_bias") if grammar is None else (
-                    ("structured output" if grammar.kind == "json_schema" else "tool calls"),
-                    grammar.field,
-                )  # fmt: skip
+                what, field = (
+                    ("logit_bias", "logit_bias")
+                    if grammar is None
+                    else (
+                        ("structured output" if grammar.kind == "json_schema" else "tool calls"),
+                        grammar.field,
+                    )
+                )
                 raise BadRequest(
                     f"model '{message.model}' ({resident.built.backend.info.format}) does not "
-                    f"support {what}", field,
+                    f"support {what}",
+                    field,
                 )
             check(message.params)
         backend = resident.built.backend
@@ -233,7 +254,8 @@ class Worker:
             resident = self.models.get(message.model)
             request: Any = (
                 self._sequences.pop((message.model, message.seq), None)
-                if message.seq else self._jobs.pop((message.model, message.job), None)
+                if message.seq
+                else self._jobs.pop((message.model, message.job), None)
             )
         if resident is not None and request is not None:
             resident.batcher.cancel(request)
@@ -241,8 +263,12 @@ class Worker:
     def _stats(self) -> dict[str, Any]:
         from localserve_native.verdicts import build_key  # loads llama.cpp, as loads do
 
-        return {"device": self.device, "pid": os.getpid(), "models": sorted(self.models),
-                "build_key": build_key()}
+        return {
+            "device": self.device,
+            "pid": os.getpid(),
+            "models": sorted(self.models),
+            "build_key": build_key(),
+        }
 
     # -- bookkeeping -------------------------------------------------------------------------
 

@@ -33,8 +33,9 @@ def build_model(s: Settings, load: m.Load) -> Built:
     """Make the model. Runs where the kernels run: in the engine worker."""
     build = _BUILDERS.get(load.model.format)
     if build is None:
-        raise LoadFailed(f"cannot load '{load.model.name}': unsupported model format "
-                         f"'{load.model.format}'")  # fmt: skip
+        raise LoadFailed(
+            f"cannot load '{load.model.name}': unsupported model format '{load.model.format}'"
+        )
     with refused_as_load_failure(load.model.name):  # a file changed since its estimate read it
         return build(s, load)
 

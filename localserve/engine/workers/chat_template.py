@@ -56,7 +56,7 @@ class ChatTemplate:
         self, source: str | None, bos_text: str, eos_text: str, architecture: str = ""
     ) -> None:
         self.is_fallback = not source
-        if self.is_fallback:
+        if not source:
             source = fallback_template(architecture)
             kind = "Gemma" if source is GEMMA_TEMPLATE else "ChatML"
             log.info("model has no chat template; using the %s fallback", kind)
@@ -71,7 +71,9 @@ class ChatTemplate:
         self._eos = eos_text
 
     def render(
-        self, messages: list[dict[str, Any]], add_generation_prompt: bool = True,
+        self,
+        messages: list[dict[str, Any]],
+        add_generation_prompt: bool = True,
         **variables: Any,
     ) -> str:
         """`variables` are the other names Hugging Face templates read: `tools` (a list of
@@ -85,4 +87,6 @@ class ChatTemplate:
                 **variables,
             )
         except TemplateError as exc:
-            raise BadRequest(f"the model's chat template rejected the messages: {exc}", "messages")
+            raise BadRequest(
+                f"the model's chat template rejected the messages: {exc}", "messages"
+            ) from exc

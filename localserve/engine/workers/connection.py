@@ -31,9 +31,13 @@ from localserve.ground.settings import Settings
 log = logging.getLogger(__name__)
 
 _SIGNAL_WORDS = {
-    "SIGILL": "illegal instruction", "SIGSEGV": "segmentation fault", "SIGABRT": "abort",
-    "SIGKILL": "killed", "SIGBUS": "bus error", "SIGFPE": "arithmetic fault",
-}  # fmt: skip
+    "SIGILL": "illegal instruction",
+    "SIGSEGV": "segmentation fault",
+    "SIGABRT": "abort",
+    "SIGKILL": "killed",
+    "SIGBUS": "bus error",
+    "SIGFPE": "arithmetic fault",
+}
 # How long a worker that was asked to stop may take before it is killed.
 STOP_GRACE_S = 10.0
 
@@ -86,9 +90,16 @@ class WorkerProcess:
         ours, theirs = socket.socketpair()
         self._sock = ours
         cmd = [
-            sys.executable, "-m", "localserve.engine.worker.main", "--device", device,
-            "--fd", str(theirs.fileno()), "--settings", msgspec.json.encode(settings).decode(),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "localserve.engine.worker.main",
+            "--device",
+            device,
+            "--fd",
+            str(theirs.fileno()),
+            "--settings",
+            msgspec.json.encode(settings).decode(),
+        ]
         # Its own output goes where the daemon's does: the daemon's log.
         self.process = subprocess.Popen(
             cmd, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env
@@ -101,7 +112,7 @@ class WorkerProcess:
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._encoder = msgspec.msgpack.Encoder()
-        self._decoder = msgspec.msgpack.Decoder(m.FromWorker)
+        self._decoder: msgspec.msgpack.Decoder[m.FromWorker] = msgspec.msgpack.Decoder(m.FromWorker)
         self._reader = threading.Thread(target=self._read, name=f"worker-{device}", daemon=True)
         self._reader.start()
 

@@ -22,8 +22,8 @@ from localserve.ground.errors import EngineStopped
 from localserve.ground.model import ModelRef
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.settings import Settings
-from localserve_native import verdicts
 from localserve.store.resolve import embedded_path
+from localserve_native import verdicts
 
 log = logging.getLogger(__name__)
 
@@ -43,23 +43,31 @@ def extra_bufts_verdict(device: str, worker: WorkerProcess, settings: Settings) 
     died = try_decode(device, settings, extra_bufts=True)
     if died is None:
         verdict = verdicts.Verdict.now(
-            device, True, "decoded a token with llama.cpp's extra buffer types",
+            device,
+            True,
+            "decoded a token with llama.cpp's extra buffer types",
             time.perf_counter() - t0,
-        )  # fmt: skip
+        )
     else:
         died_too = try_decode(device, settings, extra_bufts=False)
         if died_too is not None:
             raise EngineStopped(
-                device, f"the probe's worker died with llama.cpp's extra buffer types ({died}) "
+                device,
+                f"the probe's worker died with llama.cpp's extra buffer types ({died}) "
                 f"and without them ({died_too}); see `localserve doctor`",
             )
         verdict = verdicts.Verdict.now(
-            device, False, f"with llama.cpp's extra buffer types the worker died of {died}; "
-            "without them it decoded", time.perf_counter() - t0,
-        )  # fmt: skip
+            device,
+            False,
+            f"with llama.cpp's extra buffer types the worker died of {died}; "
+            "without them it decoded",
+            time.perf_counter() - t0,
+        )
         log.warning(
             "the %s engine died with llama.cpp's extra buffer types (%s): loading models without "
-            "them (`localserve doctor` names a build that needs no fallback)", device, died,
+            "them (`localserve doctor` names a build that needs no fallback)",
+            device,
+            died,
         )
     log.info("probe for %s: %s (%.2f s)", device, verdict.reason, verdict.seconds)
     verdicts.write(key, verdict)

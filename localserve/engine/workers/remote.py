@@ -58,16 +58,24 @@ class RemoteRunner:
     def tokenize(self, texts: list[str], add_special: bool) -> list[list[int]]:
         return self.worker.ask(m.Tokenize(0, self.name, texts, add_special))  # type: ignore[no-any-return]
 
-    async def start(self, prompt: list[int] | str, params: SamplingParams, prompt_field: str,
-                    add_special: bool = False, want_tokens: bool = False) -> RequestStream:  # fmt: skip
+    async def start(
+        self,
+        prompt: list[int] | str,
+        params: SamplingParams,
+        prompt_field: str,
+        add_special: bool = False,
+        want_tokens: bool = False,
+    ) -> RequestStream:
         stream = RequestStream(params)
         self.sequences[stream.id] = stream
         tokens, text = (prompt, "") if isinstance(prompt, list) else ([], prompt)
-        ask = m.Submit(0, self.name, stream.id, params, prompt_field, tokens, text, add_special,
-                       want_tokens)  # fmt: skip
+        ask = m.Submit(
+            0, self.name, stream.id, params, prompt_field, tokens, text, add_special, want_tokens
+        )
         try:
-            submitted = msgspec.convert(await asyncio.wrap_future(self.worker.send(ask)),
-                                        m.Submitted)  # fmt: skip
+            submitted = msgspec.convert(
+                await asyncio.wrap_future(self.worker.send(ask)), m.Submitted
+            )
         except BaseException:
             self.sequences.pop(stream.id, None)
             raise
@@ -92,8 +100,12 @@ class RemoteRunner:
 
     def stats(self) -> dict[str, Any]:
         load = self._load
-        return {"queued": load.waiting, "running": load.running, "prompt_cache": load.prompt_cache,
-                "batch_sizes": dict(self.batch_sizes)}
+        return {
+            "queued": load.waiting,
+            "running": load.running,
+            "prompt_cache": load.prompt_cache,
+            "batch_sizes": dict(self.batch_sizes),
+        }
 
     # -- from the worker, on the event loop --------------------------------------------------
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from localserve.engine.workers.chat_template import ChatTemplate
 from localserve.engine.residency.placement import Placement
+from localserve.engine.workers.chat_template import ChatTemplate
 from localserve.engine.workers.runner import Runner
 from localserve.engine.workers.stream import RequestStream
 from localserve.ground.errors import BadRequest
@@ -114,8 +114,13 @@ class ResidentModel:
             self.info.bos_text and rendered.startswith(self.info.bos_text)
         )
 
-    async def submit(self, prompt: list[int] | str, params: SamplingParams,
-                     prompt_field: str = "prompt", want_tokens: bool = False) -> RequestStream:  # fmt: skip
+    async def submit(
+        self,
+        prompt: list[int] | str,
+        params: SamplingParams,
+        prompt_field: str = "prompt",
+        want_tokens: bool = False,
+    ) -> RequestStream:
         """Queue a generation of tokens, or of a rendered prompt's text (one round trip: the
         worker tokenizes it); raises ContextOverflow or QueueFull before anything streams.
 
@@ -126,9 +131,13 @@ class ResidentModel:
         return await self.runner.start(prompt, capped, prompt_field, add_special, want_tokens)
 
     @asynccontextmanager
-    async def generation(self, prompt: list[int] | str, params: SamplingParams,
-                         prompt_field: str = "prompt", want_tokens: bool = False,
-                         ) -> AsyncIterator[RequestStream]:  # fmt: skip
+    async def generation(
+        self,
+        prompt: list[int] | str,
+        params: SamplingParams,
+        prompt_field: str = "prompt",
+        want_tokens: bool = False,
+    ) -> AsyncIterator[RequestStream]:
         """A queued generation that is cancelled, freeing its slot, however the caller leaves."""
         stream = await self.submit(prompt, params, prompt_field, want_tokens)
         try:

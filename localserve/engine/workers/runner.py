@@ -31,8 +31,14 @@ class Runner(Protocol):
         """Texts to tokens, where the vocabulary lives (blocking: call off the event loop)."""
         ...
 
-    async def start(self, prompt: list[int] | str, params: SamplingParams, prompt_field: str,
-                    add_special: bool = False, want_tokens: bool = False) -> RequestStream:  # fmt: skip
+    async def start(
+        self,
+        prompt: list[int] | str,
+        params: SamplingParams,
+        prompt_field: str,
+        add_special: bool = False,
+        want_tokens: bool = False,
+    ) -> RequestStream:
         """Queue a generation of a prompt's tokens, or of its text (tokenized where the
         vocabulary lives, with the model's BOS when `add_special`); raises BadRequest for an
         empty prompt, ContextOverflow or QueueFull before anything streams. `params.max_tokens`

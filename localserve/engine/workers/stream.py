@@ -79,6 +79,9 @@ class RequestStream:
         decode = end - first if first is not None else 0.0
         after_first = self.completion_tokens - 1
         return Timings(
-            self.queued_s, first - self.created_at if first is not None else None, decode,
-            end - self.created_at, decode / after_first if after_first > 0 else None,
-        )  # fmt: skip
+            self.queued_s,
+            first - self.created_at if first is not None else None,
+            decode,
+            end - self.created_at,
+            decode / after_first if after_first > 0 else None,
+        )

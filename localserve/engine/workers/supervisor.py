@@ -7,8 +7,8 @@ and give their memory back, and the next load starts a new worker after a bounde
 worker that dies twice at the same point (the same models, soon after it started) is not
 restarted in a loop: the device is marked failed, with the reason, for /health and `status`.
 
-Before a device's first load, the probe (engine/workers/probe.py) finds which llama.cpp configuration
-survives a decode there, once per build and CPU.
+Before a device's first load, the probe (engine/workers/probe.py) finds which llama.cpp
+configuration survives a decode there, once per build and CPU.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ import msgspec
 
 from localserve.engine.residency.loader import LostModels, layered_estimate
 from localserve.engine.residency.placement import Placement
+from localserve.engine.workers.connection import WorkerProcess, worker_env
 from localserve.engine.workers.probe import extra_bufts_verdict
 from localserve.engine.workers.remote import RemoteRunner
 from localserve.engine.workers.resident import ResidentModel
-from localserve.engine.workers.connection import WorkerProcess, worker_env
 from localserve.formats.offload import LayeredEstimate
 from localserve.ground import messages as m
 from localserve.ground.errors import EngineStopped
@@ -97,8 +97,9 @@ class WorkerLoader:
         worker = self._worker(device)
         extra_bufts = self._extra_bufts(device, worker) if ref.format == "gguf" else True
         prompt_cache = sum(need.prompt_cache for need in placement.need.values())
-        load = m.Load(0, ref, prompt_cache, extra_bufts, placement.gpu_layers,
-                      placement.backend_device)  # fmt: skip
+        load = m.Load(
+            0, ref, prompt_cache, extra_bufts, placement.gpu_layers, placement.backend_device
+        )
         loaded = msgspec.convert(worker.ask(load), m.Loaded)
         runner = RemoteRunner(worker, loaded.info, loaded.n_vocab)
         device.models[ref.name] = runner
@@ -134,13 +135,17 @@ class WorkerLoader:
         out: dict[str, Any] = {}
         for device in self.devices.values():
             worker = device.worker
-            state = "failed" if device.failed else ("running" if worker and worker.alive else "idle")
+            state = (
+                "failed" if device.failed else ("running" if worker and worker.alive else "idle")
+            )
             out[device.name] = {
-                "state": state, "reason": device.failed, "restarts": device.deaths,
+                "state": state,
+                "reason": device.failed,
+                "restarts": device.deaths,
                 "last_cause": device.last_cause,
                 "pid": worker.pid if worker and worker.alive else None,
                 "sent": dict(device.sent),
-            }  # fmt: skip
+            }
         return out
 
     def _worker(self, device: Device) -> WorkerProcess:
@@ -158,8 +163,14 @@ class WorkerLoader:
 
     def _spawn(self, device: Device) -> WorkerProcess:
         log.info("starting the %s engine worker", device.name)
-        return WorkerProcess(device.name, self.settings, self._from_worker(device.name),
-                             self._exited, env=worker_env(), sent=device.sent)  # fmt: skip
+        return WorkerProcess(
+            device.name,
+            self.settings,
+            self._from_worker(device.name),
+            self._exited,
+            env=worker_env(),
+            sent=device.sent,
+        )
 
     def _extra_bufts(self, device: Device, worker: WorkerProcess) -> bool:
         if device.use_extra_bufts is None:

@@ -9,12 +9,12 @@ from typing import Any
 
 from aiohttp import web
 
-from localserve.ground.errors import BadRequest, ModelNotFound
-from localserve.ground.units import UNSET, parameter_size
 from localserve.engine.residency.placement import Pin
 from localserve.engine.residency.pools import CPU
 from localserve.engine.workers.resident import ResidentModel
 from localserve.formats.memory import sum_estimates
+from localserve.ground.errors import BadRequest, ModelNotFound
+from localserve.ground.units import UNSET, parameter_size
 from localserve.server.http import validation as v
 from localserve.server.http.readers import keep_alive, model_name, read_json
 from localserve.server.http.state import MANAGER

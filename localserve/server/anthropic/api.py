@@ -41,9 +41,12 @@ def stop_reason(turn: Turn, calls: list[Call]) -> str:
 
 
 def usage(turn: Turn) -> dict[str, int]:
-    return {"input_tokens": turn.prompt_tokens - turn.cached_tokens,
-            "cache_creation_input_tokens": 0, "cache_read_input_tokens": turn.cached_tokens,
-            "output_tokens": turn.completion_tokens}  # fmt: skip
+    return {
+        "input_tokens": turn.prompt_tokens - turn.cached_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": turn.cached_tokens,
+        "output_tokens": turn.completion_tokens,
+    }
 
 
 def content_block(block: Block, show_thinking: bool, whole: bool) -> dict[str, Any]:
@@ -54,8 +57,12 @@ def content_block(block: Block, show_thinking: bool, whole: bool) -> dict[str, A
     if block.kind == CALL:
         call = block.call
         assert call is not None
-        return {"type": "tool_use", "id": tool_use_id(call), "name": call.name,
-                "input": call.arguments if whole else {}}  # fmt: skip
+        return {
+            "type": "tool_use",
+            "id": tool_use_id(call),
+            "name": call.name,
+            "input": call.arguments if whole else {},
+        }
     return {"type": "text", "text": block.text if whole else ""}
 
 
@@ -68,11 +75,16 @@ class Answer:
         self.id = "msg_" + uuid.uuid4().hex[:24]
 
     def message(self, turn: Turn, content: list[dict[str, Any]], done: bool) -> dict[str, Any]:
-        return {"id": self.id, "type": "message", "role": "assistant", "model": turn.model.name,
-                "content": content,
-                "stop_reason": stop_reason(turn, turn.parser.calls) if done else None,
-                "stop_sequence": turn.stop_sequence if done else None,
-                "usage": usage(turn)}  # fmt: skip
+        return {
+            "id": self.id,
+            "type": "message",
+            "role": "assistant",
+            "model": turn.model.name,
+            "content": content,
+            "stop_reason": stop_reason(turn, turn.parser.calls) if done else None,
+            "stop_sequence": turn.stop_sequence if done else None,
+            "usage": usage(turn),
+        }
 
     async def whole(self, turn: Turn) -> web.Response:
         blocks = AnswerBlocks()
@@ -91,8 +103,9 @@ class Answer:
         try:
             async for piece in pieces(turn, idle_s=PING_S):
                 if not started:  # after the prefill, when the cached tokens are known
-                    await send_named(response, "message_start",
-                                     {"message": self.message(turn, [], False)})  # fmt: skip
+                    await send_named(
+                        response, "message_start", {"message": self.message(turn, [], False)}
+                    )
                     await send_named(response, "ping", {})
                     started = True
                 if piece is None:
@@ -107,20 +120,24 @@ class Answer:
             await send_named(response, "error", {"error": error})
             await response.write_eof()
             return response
-        delta = {"stop_reason": stop_reason(turn, blocks.calls),
-                 "stop_sequence": turn.stop_sequence}  # fmt: skip
+        delta = {
+            "stop_reason": stop_reason(turn, blocks.calls),
+            "stop_sequence": turn.stop_sequence,
+        }
         await send_named(response, "message_delta", {"delta": delta, "usage": usage(turn)})
         await send_named(response, "message_stop", {})
         await response.write_eof()
         return response
 
-    async def _send_block_event(self, response: web.StreamResponse, kind: str, block: Block,
-                                text: str) -> None:  # fmt: skip
+    async def _send_block_event(
+        self, response: web.StreamResponse, kind: str, block: Block, text: str
+    ) -> None:
         index = block.index
         if kind == "start":
             start = content_block(block, self.req.show_thinking, False)
-            await send_named(response, "content_block_start",
-                             {"index": index, "content_block": start})  # fmt: skip
+            await send_named(
+                response, "content_block_start", {"index": index, "content_block": start}
+            )
         elif kind == "stop":
             await send_named(response, "content_block_stop", {"index": index})
         elif block.kind == THINKING:
@@ -128,8 +145,11 @@ class Answer:
                 delta = {"type": "thinking_delta", "thinking": text}
                 await send_named(response, "content_block_delta", {"index": index, "delta": delta})
         else:
-            delta = ({"type": "input_json_delta", "partial_json": text} if block.kind == CALL
-                     else {"type": "text_delta", "text": text})  # fmt: skip
+            delta = (
+                {"type": "input_json_delta", "partial_json": text}
+                if block.kind == CALL
+                else {"type": "text_delta", "text": text}
+            )
             await send_named(response, "content_block_delta", {"index": index, "delta": delta})
 
 

@@ -33,22 +33,54 @@ from typing import Any
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import SamplingParams
 from localserve.server.chat import structured
-from localserve.server.http import validation as v
-from localserve.server.chat_turn import ChatAsk
-from localserve.server.http.readers import model_name
 from localserve.server.chat.tool_calls import read_tools
+from localserve.server.chat_turn import ChatAsk
+from localserve.server.http import validation as v
+from localserve.server.http.readers import model_name
 
 BILLING_HEADER = "x-anthropic-billing-header:"
-NO_EFFECT = {"metadata": "object", "cache_control": "object", "context_management": "object",
-             "service_tier": "string", "speed": "string", "inference_geo": "string",
-             "diagnostics": "object", "user_profile_id": "string",
-             "workspace_id": "string"}  # fmt: skip
-READ = frozenset({"model", "messages", "system", "max_tokens", "stop_sequences", "temperature",
-                  "top_p", "top_k", "stream", "tools", "tool_choice", "thinking",
-                  "output_config"})  # fmt: skip
+NO_EFFECT = {
+    "metadata": "object",
+    "cache_control": "object",
+    "context_management": "object",
+    "service_tier": "string",
+    "speed": "string",
+    "inference_geo": "string",
+    "diagnostics": "object",
+    "user_profile_id": "string",
+    "workspace_id": "string",
+}
+READ = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "max_tokens",
+        "stop_sequences",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stream",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "output_config",
+    }
+)
 # What count_tokens takes: the prompt's parts, without the sampling.
-COUNTED = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking",
-                     "output_config", "cache_control", "context_management"})  # fmt: skip
+COUNTED = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "output_config",
+        "cache_control",
+        "context_management",
+    }
+)
 
 
 @dataclass
@@ -78,8 +110,15 @@ def read_request(body: v.JSON, counting: bool = False) -> MessagesRequest:
         stop=v.stop_list(body, "stop_sequences"),
         grammar=_format(v.obj(body, "output_config")),
     )
-    ask = ChatAsk(model_name(body, accept_name=False), messages, params, _tools(body),
-                  think, think_if_able, thinking_budget=budget)  # fmt: skip
+    ask = ChatAsk(
+        model_name(body, accept_name=False),
+        messages,
+        params,
+        _tools(body),
+        think,
+        think_if_able,
+        thinking_budget=budget,
+    )
     return MessagesRequest(ask, v.boolean(body, "stream", False), show)
 
 
@@ -101,8 +140,9 @@ def _system(system: Any) -> list[dict[str, Any]]:
 def _text_block(block: Any, where: str) -> str:
     if not isinstance(block, dict) or block.get("type") != "text":
         kind = block.get("type") if isinstance(block, dict) else type(block).__name__
-        raise BadRequest(f"{where}: a {kind!r} block is not supported here; only text is",
-                         _field(where))  # fmt: skip
+        raise BadRequest(
+            f"{where}: a {kind!r} block is not supported here; only text is", _field(where)
+        )
     text = block.get("text")
     if not isinstance(text, str):
         raise BadRequest(f"{where}: a text block's 'text' must be a string", _field(where))
@@ -120,8 +160,9 @@ def _messages(messages: Any) -> list[dict[str, Any]]:
     for i, m in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
-            raise BadRequest(f"{where} must be an object whose role is user, assistant or "
-                             "system", "messages")  # fmt: skip
+            raise BadRequest(
+                f"{where} must be an object whose role is user, assistant or system", "messages"
+            )
         content = m.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         if not isinstance(blocks, list):
@@ -129,8 +170,12 @@ def _messages(messages: Any) -> list[dict[str, Any]]:
         if m["role"] == "assistant":
             out.append(_assistant(blocks, where))
         elif m["role"] == "system":
-            out.append({"role": "system", "content": "\n".join(
-                _text_block(b, f"{where}.content") for b in blocks)})  # fmt: skip
+            out.append(
+                {
+                    "role": "system",
+                    "content": "\n".join(_text_block(b, f"{where}.content") for b in blocks),
+                }
+            )
         else:
             out += _user(blocks, where)
     return out
@@ -143,13 +188,22 @@ def _assistant(blocks: list[Any], where: str) -> dict[str, Any]:
         at = f"{where}.content[{j}]"
         if kind == "tool_use":
             name, call_id, arguments = block.get("name"), block.get("id"), block.get("input", {})
-            if not isinstance(name, str) or not isinstance(call_id, str) or not isinstance(
-                arguments, dict
+            if (
+                not isinstance(name, str)
+                or not isinstance(call_id, str)
+                or not isinstance(arguments, dict)
             ):
-                raise BadRequest(f"{at}: a tool_use block needs an 'id', a 'name' and an "
-                                 "'input' object", "messages")  # fmt: skip
-            calls.append({"id": call_id, "type": "function",
-                          "function": {"name": name, "arguments": arguments}})  # fmt: skip
+                raise BadRequest(
+                    f"{at}: a tool_use block needs an 'id', a 'name' and an 'input' object",
+                    "messages",
+                )
+            calls.append(
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments},
+                }
+            )
         elif kind == "thinking":
             thinking.append(str(block.get("thinking") or ""))
         elif kind != "redacted_thinking":
@@ -204,16 +258,22 @@ def _tools(body: v.JSON) -> Any:
     for i, tool in enumerate(tools):
         if not isinstance(tool, dict) or tool.get("type", "custom") not in ("custom", None):
             kind = tool.get("type") if isinstance(tool, dict) else None
-            raise BadRequest(f"tools[{i}]: the {kind!r} tool is run by Anthropic's servers and "
-                             "is not available here; give custom tools with an "
-                             "input_schema", "tools")  # fmt: skip
+            raise BadRequest(
+                f"tools[{i}]: the {kind!r} tool is run by Anthropic's servers and "
+                "is not available here; give custom tools with an "
+                "input_schema",
+                "tools",
+            )
         if v.boolean(tool, "defer_loading", False):
             continue  # not offered until a later request lists it without defer_loading
         schema = tool.get("input_schema")
         if schema is None:
             raise BadRequest(f"tools[{i}] needs an 'input_schema'", "tools")
-        function = {"name": tool.get("name"), "description": tool.get("description") or "",
-                    "parameters": schema}  # fmt: skip
+        function = {
+            "name": tool.get("name"),
+            "description": tool.get("description") or "",
+            "parameters": schema,
+        }
         functions.append({"type": "function", "function": function})
     choice = body.get("tool_choice")
     if choice is not None and not isinstance(choice, dict):
@@ -226,8 +286,9 @@ def _tools(body: v.JSON) -> Any:
     if openai_choice is None:
         raise BadRequest("'tool_choice.type' must be auto, any, tool or none", "tool_choice")
     parallel = not v.boolean(choice, "disable_parallel_tool_use", False)
-    return read_tools({"tools": functions, "tool_choice": openai_choice,
-                       "parallel_tool_calls": parallel})  # fmt: skip
+    return read_tools(
+        {"tools": functions, "tool_choice": openai_choice, "parallel_tool_calls": parallel}
+    )
 
 
 def _thinking(
@@ -247,11 +308,11 @@ def _thinking(
     if kind == "enabled":
         budget = v.integer(thinking, "budget_tokens", None, 1, 1 << 30)
         if budget is None:
-            raise BadRequest("'thinking.budget_tokens' is required when thinking is enabled",
-                             "thinking")  # fmt: skip
+            raise BadRequest(
+                "'thinking.budget_tokens' is required when thinking is enabled", "thinking"
+            )
         if max_tokens is not None and budget >= max_tokens:
-            raise BadRequest("'thinking.budget_tokens' must be less than 'max_tokens'",
-                             "thinking")  # fmt: skip
+            raise BadRequest("'thinking.budget_tokens' must be less than 'max_tokens'", "thinking")
         return True, False, show, budget
     raise BadRequest("'thinking.type' must be enabled, adaptive or disabled", "thinking")
 
@@ -264,6 +325,8 @@ def _format(config: v.JSON) -> Any:
     if not fmt:
         return None
     if fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict):
-        raise BadRequest("'output_config.format' must be {'type': 'json_schema', 'schema': "
-                         "{...}}", "output_config")  # fmt: skip
+        raise BadRequest(
+            "'output_config.format' must be {'type': 'json_schema', 'schema': {...}}",
+            "output_config",
+        )
     return structured.schema_grammar(fmt["schema"], "output_config")

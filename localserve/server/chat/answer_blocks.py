@@ -49,8 +49,11 @@ class AnswerBlocks:
         for call in piece.calls:
             events += self._close()
             block = self._start(CALL, call)
-            events += [BlockEvent("start", block), BlockEvent("delta", block, call.arguments_json),
-                       BlockEvent("stop", block)]  # fmt: skip
+            events += [
+                BlockEvent("start", block),
+                BlockEvent("delta", block, call.arguments_json),
+                BlockEvent("stop", block),
+            ]
         return events
 
     def finish(self) -> list[BlockEvent]:

@@ -56,8 +56,9 @@ def _held(text: str, marker: str) -> int:
 class AnswerParser:
     """Feed it the answer's pieces in order, then `finish()`."""
 
-    def __init__(self, calls: CallFormat | None = None, thinking: bool = False,
-                 thinking_open: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, calls: CallFormat | None = None, thinking: bool = False, thinking_open: bool = False
+    ) -> None:
         self._format = calls
         self._think = "in" if thinking_open else ("start" if thinking else "off")
         self._buf = ""

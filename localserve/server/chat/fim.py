@@ -74,8 +74,9 @@ def ollama_fill(body: v.JSON) -> Fill | None:
         if v.string(body, field):
             raise BadRequest(
                 f"'{field}' cannot be combined with 'suffix': a fill-in-the-middle prompt is "
-                "built from the model's FIM tokens, with no template", field,
-            )  # fmt: skip
+                "built from the model's FIM tokens, with no template",
+                field,
+            )
     return Fill(v.string(body, "prompt") or "", suffix)
 
 
@@ -94,8 +95,9 @@ def fim_ids(model: ResidentModel, field: str = "suffix") -> tuple[int, int, int]
         raise BadRequest(
             f"model '{model.name}' cannot fill in the middle: it has no FIM tokens "
             "(tokenizer.ggml.fim_pre/suf/mid_token_id, nor a known family's), so it takes no "
-            f"'{field}'", field,
-        )  # fmt: skip
+            f"'{field}'",
+            field,
+        )
     return model.info.fim
 
 
@@ -123,16 +125,21 @@ async def encode(
     extra: list[int] = []
     if fill.repo_header:
         extra = [rep, *repo] if rep >= 0 else []
-        for name, text in zip(pieces[6::2], pieces[7::2]):
-            extra += [sep, *name, *text] if sep >= 0 else [*snippet, *text]
+        for name_ids, text_ids in zip(pieces[6::2], pieces[7::2]):
+            extra += [sep, *name_ids, *text_ids] if sep >= 0 else [*snippet, *text_ids]
         extra += [sep, *file] if sep >= 0 else []
     return assemble(bos, extra, (pre, suf, mid), prefix, suffix, prompt, window)
 
 
 def assemble(
-    bos: list[int], extra: list[int], ids: tuple[int, int, int], prefix: list[int],
-    suffix: list[int], prompt: list[int], window: int | None,
-) -> FimPrompt:  # fmt: skip
+    bos: list[int],
+    extra: list[int],
+    ids: tuple[int, int, int],
+    prefix: list[int],
+    suffix: list[int],
+    prompt: list[int],
+    window: int | None,
+) -> FimPrompt:
     """BOS, extra, PRE prefix prompt SUF suffix MID: within half the window if it must be cut,
     the prefix losing its start, the suffix its end, the extra files their oldest part."""
     pre, suf, mid = ids

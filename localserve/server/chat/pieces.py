@@ -13,8 +13,10 @@ from localserve.ground.errors import EngineError
 from localserve.server.chat.answer_parser import AnswerParser, Parsed
 
 
-async def outputs(stream: RequestStream, idle_s: float | None = None,
-                  ) -> AsyncIterator[m.Output | None]:  # fmt: skip
+async def outputs(
+    stream: RequestStream,
+    idle_s: float | None = None,
+) -> AsyncIterator[m.Output | None]:
     """The stream's outputs, ending with the one that carries its finish reason; None each
     time `idle_s` passes with nothing new (a stream's keep-alive)."""
     queue = stream.outputs
@@ -31,8 +33,11 @@ async def outputs(stream: RequestStream, idle_s: float | None = None,
             return
 
 
-async def parsed(stream: RequestStream, parser: AnswerParser, idle_s: float | None = None,
-                 ) -> AsyncIterator[Parsed | None]:  # fmt: skip
+async def parsed(
+    stream: RequestStream,
+    parser: AnswerParser,
+    idle_s: float | None = None,
+) -> AsyncIterator[Parsed | None]:
     """The answer's parsed pieces as they stream (None: `idle_s` passed)."""
     async for out in outputs(stream, idle_s):
         if out is None:
@@ -51,5 +56,6 @@ async def whole(stream: RequestStream, parser: AnswerParser) -> Parsed:
 
 
 def join(answer: Parsed, piece: Parsed) -> Parsed:
-    return Parsed(answer.content + piece.content, answer.thinking + piece.thinking,
-                  answer.calls + piece.calls)  # fmt: skip
+    return Parsed(
+        answer.content + piece.content, answer.thinking + piece.thinking, answer.calls + piece.calls
+    )

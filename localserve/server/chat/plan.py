@@ -61,13 +61,17 @@ class ChatPlan:
         if self.tools is None:
             return params
         if params.grammar is not None:
-            raise BadRequest(f"'{params.grammar.field}' cannot be combined with 'tools'",
-                             params.grammar.field)  # fmt: skip
+            raise BadRequest(
+                f"'{params.grammar.field}' cannot be combined with 'tools'", params.grammar.field
+            )
         return replace(params, grammar=tool_calls.grammar(self.tools, self.format))
 
     def parser(self) -> AnswerParser:
-        return AnswerParser(self.format if self.tools is not None else None,
-                            thinking=self.thinks, thinking_open=self.thinking_open)  # fmt: skip
+        return AnswerParser(
+            self.format if self.tools is not None else None,
+            thinking=self.thinks,
+            thinking_open=self.thinking_open,
+        )
 
 
 # Names the template reads from us; chat_template_kwargs may not replace them.
@@ -84,13 +88,18 @@ def template_kwargs(body: dict[str, Any]) -> dict[str, Any]:
         raise BadRequest("'chat_template_kwargs' must be an object", "chat_template_kwargs")
     taken = sorted(_OURS & kwargs.keys())
     if taken:
-        raise BadRequest(f"'chat_template_kwargs' may not set {', '.join(taken)}",
-                         "chat_template_kwargs")  # fmt: skip
+        raise BadRequest(
+            f"'chat_template_kwargs' may not set {', '.join(taken)}", "chat_template_kwargs"
+        )
     return kwargs
 
 
-def plan_chat(model: ResidentModel, tools: ToolRequest | None, think: bool | None,
-              variables: dict[str, Any] | None = None) -> ChatPlan:  # fmt: skip
+def plan_chat(
+    model: ResidentModel,
+    tools: ToolRequest | None,
+    think: bool | None,
+    variables: dict[str, Any] | None = None,
+) -> ChatPlan:
     """BadRequest for thinking asked of a model that does not think. `variables` may hold
     `enable_thinking`, which is `think` by another name."""
     variables = dict(variables or {})

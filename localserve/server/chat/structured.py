@@ -70,8 +70,10 @@ def from_response_format(body: v.JSON) -> Grammar | None:
         spec = fmt.get("json_schema")
         schema = spec.get("schema") if isinstance(spec, dict) else None
         if not isinstance(schema, dict):
-            raise BadRequest("'response_format.json_schema.schema' must be a JSON Schema object",
-                             "response_format")  # fmt: skip
+            raise BadRequest(
+                "'response_format.json_schema.schema' must be a JSON Schema object",
+                "response_format",
+            )
         return schema_grammar(schema, "response_format")
     raise BadRequest(
         f"'response_format.type' must be 'text', 'json_object' or 'json_schema', not {kind!r}",

@@ -20,8 +20,8 @@ from typing import Any
 from localserve.ground.call_formats import NAME_KEY, CallFormat
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import JSON_STYLE, Grammar
-from localserve.server.http import validation as v
 from localserve.server.chat.structured import closed
+from localserve.server.http import validation as v
 
 FIELD = "tools"
 GENERIC_PROMPT = (
@@ -45,8 +45,11 @@ class Function:
 
     def as_tool(self) -> dict[str, Any]:
         """The function as Hugging Face templates take it in `tools`."""
-        function = {"name": self.name, "description": self.description,
-                    "parameters": self.parameters}  # fmt: skip
+        function = {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters,
+        }
         return {"type": "function", "function": function}
 
 
@@ -108,8 +111,11 @@ def _choice(choice: Any, names: list[str]) -> tuple[str, str | None]:
     function = choice.get("function") if isinstance(choice, dict) else None
     name = function.get("name") if isinstance(function, dict) else None
     if not isinstance(name, str):
-        raise BadRequest("'tool_choice' must be 'auto', 'none', 'required' or "
-                         "{'type': 'function', 'function': {'name': ...}}", "tool_choice")  # fmt: skip
+        raise BadRequest(
+            "'tool_choice' must be 'auto', 'none', 'required' or "
+            "{'type': 'function', 'function': {'name': ...}}",
+            "tool_choice",
+        )
     if name not in names:
         raise BadRequest(f"'tool_choice' names '{name}', which is not in 'tools'", "tool_choice")
     return "function", name
@@ -139,9 +145,10 @@ def history(messages: list[dict[str, Any]], fmt: CallFormat) -> list[dict[str, A
             name = m.get("tool_name") or m.get("name") or names.get(call_id)
             m = {**m, "name": name or ""}
             if not fmt.native:
-                m = _generic_result_turn(m, out)
-                if m is None:
+                result = _generic_result_turn(m, out)
+                if result is None:
                     continue
+                m = result
         out.append(m)
     return out
 
@@ -171,8 +178,10 @@ def _past_call(call: Any, i: int, j: int) -> dict[str, Any]:
 
 
 def _generic_call_turn(m: dict[str, Any]) -> dict[str, Any]:
-    calls = [{"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
-             for c in m["tool_calls"]]  # fmt: skip
+    calls = [
+        {"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+        for c in m["tool_calls"]
+    ]
     text = json.dumps({"tool_calls": calls}, ensure_ascii=False)
     content = f"{m['content']}\n{text}" if m.get("content") else text
     return {"role": "assistant", "content": content}
@@ -180,8 +189,9 @@ def _generic_call_turn(m: dict[str, Any]) -> dict[str, Any]:
 
 def _generic_result_turn(m: dict[str, Any], out: list[dict[str, Any]]) -> dict[str, Any] | None:
     """A user turn carrying the result; None when it joined the previous result's turn."""
-    result = json.dumps({"tool_response": {"name": m["name"], "content": m.get("content", "")}},
-                        ensure_ascii=False)  # fmt: skip
+    result = json.dumps(
+        {"tool_response": {"name": m["name"], "content": m.get("content", "")}}, ensure_ascii=False
+    )
     if out and out[-1].get("tool_results"):
         out[-1] = {**out[-1], "content": out[-1]["content"] + "\n" + result}
         return None
@@ -190,8 +200,9 @@ def _generic_result_turn(m: dict[str, Any], out: list[dict[str, Any]]) -> dict[s
 
 def with_generic_prompt(messages: list[dict[str, Any]], tools: ToolRequest) -> list[dict[str, Any]]:
     """GENERIC_PROMPT, added to the system message (or as one) for a template without tools."""
-    listing = "\n".join(json.dumps(f.as_tool()["function"], ensure_ascii=False)
-                        for f in tools.offered)  # fmt: skip
+    listing = "\n".join(
+        json.dumps(f.as_tool()["function"], ensure_ascii=False) for f in tools.offered
+    )
     rule = _RULES[tools.choice].format(name=tools.named)
     prompt = GENERIC_PROMPT.format(tools=listing, rule=rule)
     if messages and messages[0]["role"] == "system":
@@ -210,8 +221,9 @@ def grammar(tools: ToolRequest, fmt: CallFormat) -> Grammar:
     rules = ["%llguidance {}"]
     for i, f in enumerate(tools.offered):
         schema = json.dumps({**closed(f.parameters), "x-guidance": JSON_STYLE})
-        rules.append(f'fn_{i}: {lit(lit(f.name) + ", " + lit(fmt.args_key) + ": ")} '
-                     f'%json {schema} "}}"')  # fmt: skip
+        rules.append(
+            f'fn_{i}: {lit(lit(f.name) + ", " + lit(fmt.args_key) + ": ")} %json {schema} "}}"'
+        )
     rules.append("call: " + " | ".join(f"fn_{i}" for i in range(len(tools.offered))))
     more = f" ({lit(fmt.sep + NAME_KEY)} call)*" if tools.parallel else ""
     close = f" {lit(fmt.close)}" if fmt.close else ""

@@ -12,33 +12,38 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from localserve.formats import BadModelFile
 from localserve.ground.errors import (
     BadRequest,
     ContextOverflow,
     DoesNotFit,
     EngineError,
-    LoadFailed,
     EngineStopped,
+    LoadFailed,
     ModelBusy,
     ModelNotFound,
     QueueFull,
 )
-
 from localserve.store.hub import PullError
-from localserve.formats import BadModelFile
 
 log = logging.getLogger(__name__)
 
 
 class Refused(Exception):
-    """The HTTP edge's own refusals (server/http/guard.py, server/http/limits.py): a status, a message
-    that says what to change, and the setting or field it names."""
+    """The HTTP edge's own refusals (server/http/guard.py, server/http/limits.py): a status, a
+    message that says what to change, and the setting or field it names."""
 
-    KINDS = {401: "authentication_error", 403: "permission_error", 408: "timeout_error",
-             413: "invalid_request_error", 503: "server_error"}  # fmt: skip
+    KINDS = {
+        401: "authentication_error",
+        403: "permission_error",
+        408: "timeout_error",
+        413: "invalid_request_error",
+        503: "server_error",
+    }
 
-    def __init__(self, status: int, message: str, param: str | None = None,
-                 code: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, status: int, message: str, param: str | None = None, code: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.param, self.code = status, param, code
 
@@ -88,7 +93,9 @@ def classify(exc: BaseException) -> HttpError:
 
 
 def openai_error(err: HttpError) -> web.Response:
-    body = {"error": {"message": err.message, "type": err.kind, "param": err.param, "code": err.code}}
+    body = {
+        "error": {"message": err.message, "type": err.kind, "param": err.param, "code": err.code}
+    }
     return web.json_response(body, status=err.status)
 
 
@@ -97,14 +104,21 @@ def ollama_error(err: HttpError) -> web.Response:
 
 
 # Anthropic's error types, by status: its clients raise a class per type.
-ANTHROPIC_KINDS = {400: "invalid_request_error", 401: "authentication_error",
-                   403: "permission_error", 404: "not_found_error", 413: "request_too_large",
-                   429: "rate_limit_error", 503: "overloaded_error"}  # fmt: skip
+ANTHROPIC_KINDS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+}
 
 
 def anthropic_error(err: HttpError) -> web.Response:
-    kind = ANTHROPIC_KINDS.get(err.status, "api_error" if err.status >= 500 else
-                               "invalid_request_error")  # fmt: skip
+    kind = ANTHROPIC_KINDS.get(
+        err.status, "api_error" if err.status >= 500 else "invalid_request_error"
+    )
     body = {"type": "error", "error": {"type": kind, "message": err.message}}
     return web.json_response(body, status=err.status)
 

@@ -34,8 +34,8 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from localserve.ground.settings import OPERATOR_HEADER, Settings, operator_token_path
-from localserve.server.http.errors import Refused
 from localserve.server import ui
+from localserve.server.http.errors import Refused
 
 log = logging.getLogger(__name__)
 
@@ -43,16 +43,33 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 # The page's own files hold no data: it loads, then asks for the key when the API wants one.
 OPEN_PATHS = frozenset({"/health", "/", "/api/version", *ui.PATHS})
-ADMIN_PATHS = frozenset({
-    "/api/pull", "/api/delete", "/api/admin/import", "/api/admin/scan", "/api/admin/load",
-    "/api/admin/unload", "/api/admin/pin", "/api/admin/shutdown",
-})  # fmt: skip
+ADMIN_PATHS = frozenset(
+    {
+        "/api/pull",
+        "/api/delete",
+        "/api/admin/import",
+        "/api/admin/scan",
+        "/api/admin/load",
+        "/api/admin/unload",
+        "/api/admin/pin",
+        "/api/admin/shutdown",
+    }
+)
 # Editor webviews and desktop app shells: their pages are the user's own tools.
 APP_SCHEMES = frozenset({"vscode-webview", "vscode-file", "app", "file", "tauri"})
 METHODS = "GET, HEAD, POST, DELETE, OPTIONS"
-HEADERS = ("authorization", "content-type", "openai-beta", "x-api-key", "x-stainless-*",
-           "accept", "user-agent", "anthropic-version", "anthropic-beta",
-           "anthropic-dangerous-direct-browser-access")  # fmt: skip
+HEADERS = (
+    "authorization",
+    "content-type",
+    "openai-beta",
+    "x-api-key",
+    "x-stainless-*",
+    "accept",
+    "user-agent",
+    "anthropic-version",
+    "anthropic-beta",
+    "anthropic-dangerous-direct-browser-access",
+)
 
 
 def is_loopback(host: str) -> bool:
@@ -96,8 +113,14 @@ class Guard:
 
     @classmethod
     def for_settings(cls, settings: Settings) -> Guard:
-        return cls(is_loopback(settings.host), settings.allowed_hosts, settings.origins,
-                   settings.api_key or None, settings.admin_key or None, _own_addresses())  # fmt: skip
+        return cls(
+            is_loopback(settings.host),
+            settings.allowed_hosts,
+            settings.origins,
+            settings.api_key or None,
+            settings.admin_key or None,
+            _own_addresses(),
+        )
 
     # -- the checks --------------------------------------------------------------------------
 
@@ -134,8 +157,11 @@ class Guard:
         if path in ADMIN_PATHS and self.admin_key is not None:
             if sent is not None and hmac.compare_digest(sent, self.admin_key):
                 return None
-            return Refused(401 if sent is None else 403,
-                           "this endpoint needs the admin key (admin_key)", "admin_key")  # fmt: skip
+            return Refused(
+                401 if sent is None else 403,
+                "this endpoint needs the admin key (admin_key)",
+                "admin_key",
+            )
         if self.api_key is None:
             return None
         allowed = [k for k in (self.api_key, self.admin_key) if k is not None]
@@ -163,13 +189,21 @@ OPERATOR = "localserve.operator"  # on a request: it came from this user's CLI
 async def guard_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     guard = request.app[GUARD]
     if not guard.host_allowed(request.headers.get("Host")):
-        raise Refused(403, f"the Host '{request.headers.get('Host')}' is not this machine's; "
-                      "add it to allowed_hosts (--allowed-hosts, LOCALSERVE_ALLOWED_HOSTS) to "
-                      "serve it", "allowed_hosts")  # fmt: skip
+        raise Refused(
+            403,
+            f"the Host '{request.headers.get('Host')}' is not this machine's; "
+            "add it to allowed_hosts (--allowed-hosts, LOCALSERVE_ALLOWED_HOSTS) to "
+            "serve it",
+            "allowed_hosts",
+        )
     origin = request.headers.get("Origin")
     if not guard.origin_allowed(origin):
-        raise Refused(403, f"requests from pages on {origin} are not allowed; add the origin "
-                      "to origins (--origins, LOCALSERVE_ORIGINS) to allow them", "origins")  # fmt: skip
+        raise Refused(
+            403,
+            f"requests from pages on {origin} are not allowed; add the origin "
+            "to origins (--origins, LOCALSERVE_ORIGINS) to allow them",
+            "origins",
+        )
     if request.method == "OPTIONS":
         return _preflight(request)
     request[OPERATOR] = guard.is_operator(request)
@@ -184,8 +218,9 @@ def _preflight(request: web.Request) -> web.Response:
     wanted = [h.strip().lower() for h in asked.split(",") if h.strip()]
     refused = [h for h in wanted if not any(fnmatch.fnmatchcase(h, p) for p in HEADERS)]
     if refused:
-        raise Refused(403, f"the header {refused[0]} is not allowed in requests from pages",
-                      "origins")  # fmt: skip
+        raise Refused(
+            403, f"the header {refused[0]} is not allowed in requests from pages", "origins"
+        )
     headers = {"Access-Control-Allow-Methods": METHODS, "Access-Control-Max-Age": "600"}
     if wanted:
         headers["Access-Control-Allow-Headers"] = ", ".join(wanted)
@@ -199,7 +234,7 @@ async def add_cors_headers(request: web.Request, response: web.StreamResponse) -
     if origin is not None and request.app[GUARD].origin_allowed(origin):
         response.headers["Access-Control-Allow-Origin"] = origin
         response.headers["Access-Control-Allow-Credentials"] = "true"
-        # A page may read the request's id (server/http/request_log.py), to quote it in a bug report.
+        # A page may read the request's id (server/http/request_log.py), to quote it in a report.
         response.headers["Access-Control-Expose-Headers"] = "X-Request-Id"
         response.headers.add("Vary", "Origin")
 

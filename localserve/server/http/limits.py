@@ -23,10 +23,18 @@ log = logging.getLogger(__name__)
 
 # Endpoints whose bodies carry prompts, conversations or inputs to embed: settings.max_body.
 # Every other endpoint takes a small JSON object.
-LARGE_BODIES = frozenset({
-    "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/api/generate", "/api/chat",
-    "/api/embed", "/api/embeddings", "/infill",
-})  # fmt: skip
+LARGE_BODIES = frozenset(
+    {
+        "/v1/chat/completions",
+        "/v1/completions",
+        "/v1/embeddings",
+        "/api/generate",
+        "/api/chat",
+        "/api/embed",
+        "/api/embeddings",
+        "/infill",
+    }
+)
 SMALL_BODY = 1 << 20
 MAX_DEPTH = 64  # JSON nesting; real requests (tool schemas included) stay far below
 
@@ -43,8 +51,12 @@ async def read_body(request: web.Request, settings: Settings) -> bytes:
     try:
         return await asyncio.wait_for(_read(request, limit), settings.body_timeout)
     except asyncio.TimeoutError:
-        raise Refused(408, f"the request body did not arrive within {settings.body_timeout:g} "
-                      "seconds (body_timeout)", "body_timeout") from None  # fmt: skip
+        raise Refused(
+            408,
+            f"the request body did not arrive within {settings.body_timeout:g} "
+            "seconds (body_timeout)",
+            "body_timeout",
+        ) from None
 
 
 async def _read(request: web.Request, limit: int) -> bytes:
@@ -60,8 +72,11 @@ async def _read(request: web.Request, limit: int) -> bytes:
 
 def _too_large(path: str, limit: int) -> Refused:
     setting = " (max_body)" if path in LARGE_BODIES else ""
-    return Refused(413, f"the request body is larger than {format_size(limit)}, the most "
-                   f"{path} takes{setting}", "max_body" if setting else None)  # fmt: skip
+    return Refused(
+        413,
+        f"the request body is larger than {format_size(limit)}, the most {path} takes{setting}",
+        "max_body" if setting else None,
+    )
 
 
 # A JSON string, escapes included; and every byte that is not a bracket.
@@ -86,8 +101,10 @@ def _too_deep() -> Refused:
     return Refused(400, f"the request body nests JSON deeper than {MAX_DEPTH} levels")
 
 
-_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-         b"Connection: close\r\nContent-Length: %d\r\n\r\n%s")  # fmt: skip
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s"
+)
 
 
 def bound_connections(server: web.Server, limit: int) -> None:

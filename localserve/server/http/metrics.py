@@ -15,15 +15,26 @@ One registry per app, so daemons in one process (tests) do not share counters.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 
 from localserve.engine.residency.manager import ModelManager
-from localserve.server.http.state import MANAGER
 from localserve.server.http.record import Record
+from localserve.server.http.state import MANAGER
 
 # Seconds: from a cached prompt's first token (~10 ms) to a long prompt on 2 cores (a minute).
 LATENCY = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -35,23 +46,52 @@ class Metrics:
     def __init__(self, manager: ModelManager) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         r = self.registry
-        self.requests = Counter("localserve_requests", "Requests answered, by face, model and "
-                                "HTTP status", ["face", "model", "status"], registry=r)  # fmt: skip
-        self.prompt_tokens = Counter("localserve_prompt_tokens", "Prompt tokens, cached ones "
-                                     "included", ["model"], registry=r)  # fmt: skip
-        self.cached_tokens = Counter("localserve_prompt_cached_tokens", "Prompt tokens found in "
-                                     "a slot or the prompt cache, not prefilled", ["model"], registry=r)  # fmt: skip
-        self.generated_tokens = Counter("localserve_generated_tokens", "Tokens generated",
-                                        ["model"], registry=r)  # fmt: skip
-        self.ttft = Histogram("localserve_time_to_first_token_seconds", "From the request's "
-                              "queueing to its first token", ["model"], buckets=LATENCY, registry=r)  # fmt: skip
-        self.tpot = Histogram("localserve_time_per_output_token_seconds", "Mean time between "
-                              "tokens after the first", ["model"], buckets=PER_TOKEN, registry=r)  # fmt: skip
-        self.queue_wait = Histogram("localserve_queue_wait_seconds", "Time a sequence waited "
-                                    "for a slot", ["model"], buckets=LATENCY, registry=r)  # fmt: skip
-        self.duration = Histogram("localserve_request_duration_seconds", "End to end, from the "
-                                  "request's arrival to its last byte", ["face", "model"],
-                                  buckets=LATENCY, registry=r)  # fmt: skip
+        self.requests = Counter(
+            "localserve_requests",
+            "Requests answered, by face, model and HTTP status",
+            ["face", "model", "status"],
+            registry=r,
+        )
+        self.prompt_tokens = Counter(
+            "localserve_prompt_tokens", "Prompt tokens, cached ones included", ["model"], registry=r
+        )
+        self.cached_tokens = Counter(
+            "localserve_prompt_cached_tokens",
+            "Prompt tokens found in a slot or the prompt cache, not prefilled",
+            ["model"],
+            registry=r,
+        )
+        self.generated_tokens = Counter(
+            "localserve_generated_tokens", "Tokens generated", ["model"], registry=r
+        )
+        self.ttft = Histogram(
+            "localserve_time_to_first_token_seconds",
+            "From the request's queueing to its first token",
+            ["model"],
+            buckets=LATENCY,
+            registry=r,
+        )
+        self.tpot = Histogram(
+            "localserve_time_per_output_token_seconds",
+            "Mean time between tokens after the first",
+            ["model"],
+            buckets=PER_TOKEN,
+            registry=r,
+        )
+        self.queue_wait = Histogram(
+            "localserve_queue_wait_seconds",
+            "Time a sequence waited for a slot",
+            ["model"],
+            buckets=LATENCY,
+            registry=r,
+        )
+        self.duration = Histogram(
+            "localserve_request_duration_seconds",
+            "End to end, from the request's arrival to its last byte",
+            ["face", "model"],
+            buckets=LATENCY,
+            registry=r,
+        )
         r.register(_Live(manager))
 
     def finished(self, record: Record) -> None:
@@ -80,16 +120,30 @@ class _Live:
 
     def collect(self) -> Iterator[Metric]:
         manager = self.manager
-        running = GaugeMetricFamily("localserve_sequences_running", "Sequences in a slot", labels=["model"])
-        waiting = GaugeMetricFamily("localserve_sequences_waiting", "Sequences queued for a slot", labels=["model"])
-        batch = HistogramMetricFamily("localserve_batch_size", "Sequences in one step of the "
-                                      "model's batcher", labels=["model"])  # fmt: skip
-        hits = CounterMetricFamily("localserve_prompt_cache_hits", "Conversations resumed from "
-                                   "the prompt cache", labels=["model"])  # fmt: skip
-        restored = CounterMetricFamily("localserve_prompt_cache_restored_tokens", "Tokens "
-                                       "restored from the prompt cache", labels=["model"])  # fmt: skip
-        cache_bytes = GaugeMetricFamily("localserve_prompt_cache_bytes", "Memory the prompt "
-                                        "cache holds", labels=["model"])  # fmt: skip
+        running = GaugeMetricFamily(
+            "localserve_sequences_running", "Sequences in a slot", labels=["model"]
+        )
+        waiting = GaugeMetricFamily(
+            "localserve_sequences_waiting", "Sequences queued for a slot", labels=["model"]
+        )
+        batch = HistogramMetricFamily(
+            "localserve_batch_size",
+            "Sequences in one step of the model's batcher",
+            labels=["model"],
+        )
+        hits = CounterMetricFamily(
+            "localserve_prompt_cache_hits",
+            "Conversations resumed from the prompt cache",
+            labels=["model"],
+        )
+        restored = CounterMetricFamily(
+            "localserve_prompt_cache_restored_tokens",
+            "Tokens restored from the prompt cache",
+            labels=["model"],
+        )
+        cache_bytes = GaugeMetricFamily(
+            "localserve_prompt_cache_bytes", "Memory the prompt cache holds", labels=["model"]
+        )
         for model in manager.models:
             stats = model.runner.stats()
             running.add_metric([model.name], stats["running"])
@@ -97,8 +151,11 @@ class _Live:
             sizes = stats.get("batch_sizes") or {}
             buckets = [(str(b), sum(n for size, n in sizes.items() if size <= b)) for b in BATCH]
             count = sum(sizes.values())
-            batch.add_metric([model.name], [*buckets, ("+Inf", count)],
-                             sum(size * n for size, n in sizes.items()))  # fmt: skip
+            batch.add_metric(
+                [model.name],
+                [*buckets, ("+Inf", count)],
+                sum(size * n for size, n in sizes.items()),
+            )
             cache = stats.get("prompt_cache") or {}
             hits.add_metric([model.name], cache.get("hits", 0))
             restored.add_metric([model.name], cache.get("tokens_restored", 0))
@@ -110,15 +167,25 @@ class _Live:
 
     def _residency(self) -> Iterator[Metric]:
         tally = self.manager.tally
-        families = [
+        families: list[tuple[str, str, Mapping[str, float]]] = [
             ("localserve_model_loads", "Loads of a model", self.manager.load_counts),
-            ("localserve_model_evictions", "Unloads of an idle model to make room for another",
-             tally.evictions),
+            (
+                "localserve_model_evictions",
+                "Unloads of an idle model to make room for another",
+                tally.evictions,
+            ),
             ("localserve_model_load_seconds", "Seconds spent loading a model", tally.load_seconds),
-            ("localserve_swap_waits", "Requests whose model waited for room (a swap)",
-             tally.swap_waits),
-            ("localserve_swap_wait_seconds", "Seconds requests waited for room", tally.swap_wait_seconds),
-        ]  # fmt: skip
+            (
+                "localserve_swap_waits",
+                "Requests whose model waited for room (a swap)",
+                tally.swap_waits,
+            ),
+            (
+                "localserve_swap_wait_seconds",
+                "Seconds requests waited for room",
+                tally.swap_wait_seconds,
+            ),
+        ]
         for name, text, values in families:
             family = CounterMetricFamily(name, text, labels=["model"])
             for model, value in sorted(values.items()):
@@ -126,29 +193,46 @@ class _Live:
             yield family
 
     def _pools(self) -> Iterator[Metric]:
-        budget = GaugeMetricFamily("localserve_pool_budget_bytes", "Memory models may take", labels=["device"])
-        reserved = GaugeMetricFamily("localserve_pool_reserved_bytes", "Memory reserved for "
-                                     "loaded models (their estimates)", labels=["device"])  # fmt: skip
-        actual = GaugeMetricFamily("localserve_pool_actual_bytes", "Memory the runtimes report "
-                                   "allocating", labels=["device"])  # fmt: skip
+        budget = GaugeMetricFamily(
+            "localserve_pool_budget_bytes", "Memory models may take", labels=["device"]
+        )
+        reserved = GaugeMetricFamily(
+            "localserve_pool_reserved_bytes",
+            "Memory reserved for loaded models (their estimates)",
+            labels=["device"],
+        )
+        actual = GaugeMetricFamily(
+            "localserve_pool_actual_bytes",
+            "Memory the runtimes report allocating",
+            labels=["device"],
+        )
         used: dict[str, int] = {}
         for model in self.manager.models:
             for pool, size in model.placement.actual(model.buffers).items():
                 used[pool] = used.get(pool, 0) + size
-        for device, pool in self.manager.pools.items():
-            budget.add_metric([device], pool.budget)
-            reserved.add_metric([device], pool.used)
+        for device, device_pool in self.manager.pools.items():
+            budget.add_metric([device], device_pool.budget)
+            reserved.add_metric([device], device_pool.used)
             actual.add_metric([device], used.get(device, 0))
         yield from (budget, reserved, actual)
 
     def _workers(self) -> Iterator[Metric]:
-        restarts = CounterMetricFamily("localserve_worker_restarts", "Engine worker deaths "
-                                       "(each followed by a restart)", labels=["device"])  # fmt: skip
-        cause = GaugeMetricFamily("localserve_worker_last_failure", "1, labelled with the last "
-                                  "cause of a worker's death", labels=["device", "cause"])  # fmt: skip
-        sent = CounterMetricFamily("localserve_worker_messages", "Messages the daemon sent to "
-                                   "its engine workers, by kind (Submit, Tokenize, Cancel, ...)",
-                                   labels=["device", "kind"])  # fmt: skip
+        restarts = CounterMetricFamily(
+            "localserve_worker_restarts",
+            "Engine worker deaths (each followed by a restart)",
+            labels=["device"],
+        )
+        cause = GaugeMetricFamily(
+            "localserve_worker_last_failure",
+            "1, labelled with the last cause of a worker's death",
+            labels=["device", "cause"],
+        )
+        sent = CounterMetricFamily(
+            "localserve_worker_messages",
+            "Messages the daemon sent to "
+            "its engine workers, by kind (Submit, Tokenize, Cancel, ...)",
+            labels=["device", "kind"],
+        )
         for device, health in sorted(self.manager.loader.health().items()):
             restarts.add_metric([device], health.get("restarts", 0))
             if health.get("last_cause"):

@@ -14,7 +14,6 @@ from localserve.server.http import limits
 from localserve.server.http import validation as v
 from localserve.server.http.state import MANAGER
 
-
 # The parsed body, kept on the request for its log line (request_log.py's --log-prompts).
 BODY = "localserve.body"
 
@@ -25,7 +24,7 @@ async def read_json(request: web.Request) -> v.JSON:
     try:
         body = limits.parse_json(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"the request body is not valid JSON: {exc}")
+        raise BadRequest(f"the request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
     request[BODY] = body
@@ -60,8 +59,13 @@ def keep_alive(body: v.JSON) -> KeepAlive:
 
 # The roles a conversation may hold, as templates know them: OpenAI's "developer" is what its
 # newer models call the system message.
-ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
-         "tool": "tool"}  # fmt: skip
+ROLES = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+}
 
 
 def chat_messages(body: v.JSON) -> list[dict[str, Any]]:
@@ -75,14 +79,18 @@ def chat_messages(body: v.JSON) -> list[dict[str, Any]]:
             raise BadRequest(f"messages[{i}] must be an object with a string 'role'", "messages")
         role = ROLES.get(m["role"])
         if role is None:
-            raise BadRequest(f"messages[{i}].role is {m['role']!r}; it must be one of "
-                             f"{', '.join(sorted(ROLES))}", "messages")  # fmt: skip
+            raise BadRequest(
+                f"messages[{i}].role is {m['role']!r}; it must be one of "
+                f"{', '.join(sorted(ROLES))}",
+                "messages",
+            )
         out.append({**m, "role": role, "content": text_content(m.get("content"), f"messages[{i}]")})
     return out
 
 
-def text_content(content: Any, where: str, field: str = "messages",
-                 kinds: tuple[str, ...] = ("text",)) -> str:  # fmt: skip
+def text_content(
+    content: Any, where: str, field: str = "messages", kinds: tuple[str, ...] = ("text",)
+) -> str:
     """A message's content: a string, or a list of parts whose `type` is one of `kinds` (their
     `text`; a refusal's `refusal`). Any other part is a 400: the models served here read text."""
     if content is None:
@@ -95,7 +103,6 @@ def text_content(content: Any, where: str, field: str = "messages",
     for part in content:
         kind = part.get("type") if isinstance(part, dict) else None
         if kind not in kinds:
-            raise BadRequest(f"{where}: only text content parts are supported, not {kind!r}",
-                             field)  # fmt: skip
+            raise BadRequest(f"{where}: only text content parts are supported, not {kind!r}", field)
         texts.append(str(part.get("refusal" if kind == "refusal" else "text") or ""))
     return "".join(texts)

@@ -25,17 +25,23 @@ class Record:
 
     def fields(self) -> dict[str, Any]:
         seq = self.sequence
-        out: dict[str, Any] = {"id": self.id, "face": self.face, "path": self.path,
-                               "model": self.model, "status": self.status,
-                               "seconds": round(self.seconds, 4)}  # fmt: skip
+        out: dict[str, Any] = {
+            "id": self.id,
+            "face": self.face,
+            "path": self.path,
+            "model": self.model,
+            "status": self.status,
+            "seconds": round(self.seconds, 4),
+        }
         if seq is not None:
             ttft = seq.timings().ttft_s
             out.update(
-                prompt_tokens=seq.prompt_tokens, cached_tokens=seq.cached_tokens,
+                prompt_tokens=seq.prompt_tokens,
+                cached_tokens=seq.cached_tokens,
                 generated_tokens=seq.completion_tokens,
                 ttft=round(ttft, 4) if ttft is not None else None,
                 ended=seq.finish_reason or ("cancelled" if self.status == CLIENT_LEFT else None),
-            )  # fmt: skip
+            )
         return out
 
     def line(self, fields: dict[str, Any] | None = None) -> str:
@@ -43,8 +49,10 @@ class Record:
         text = f"{f['id']} {f['face']} {f['path']} {f['model'] or '-'} {f['status']}"
         if self.sequence is not None:
             ttft = f"{f['ttft']:.3f}s" if f["ttft"] is not None else "-"
-            text += (f" prompt={f['prompt_tokens']} cached={f['cached_tokens']} "
-                     f"generated={f['generated_tokens']} ttft={ttft}")  # fmt: skip
+            text += (
+                f" prompt={f['prompt_tokens']} cached={f['cached_tokens']} "
+                f"generated={f['generated_tokens']} ttft={ttft}"
+            )
         text += f" total={self.seconds:.3f}s"
         if self.sequence is not None:
             text += f" ended={f['ended'] or '-'}"

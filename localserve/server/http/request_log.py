@@ -28,8 +28,8 @@ from localserve.engine.workers.resident import ResidentModel
 from localserve.engine.workers.stream import RequestStream
 from localserve.ground.sampling import SamplingParams
 from localserve.server.http.metrics import METRICS
-from localserve.server.http.record import CLIENT_LEFT, Record
 from localserve.server.http.readers import BODY
+from localserve.server.http.record import CLIENT_LEFT, Record
 
 log = logging.getLogger("localserve.requests")
 
@@ -114,8 +114,12 @@ async def add_request_id(request: web.Request, response: web.StreamResponse) -> 
 
 @asynccontextmanager
 async def generation(
-    request: web.Request, model: ResidentModel, prompt: list[int] | str, params: SamplingParams,
-    prompt_field: str = "prompt", want_tokens: bool = False,
+    request: web.Request,
+    model: ResidentModel,
+    prompt: list[int] | str,
+    params: SamplingParams,
+    prompt_field: str = "prompt",
+    want_tokens: bool = False,
 ) -> AsyncIterator[RequestStream]:
     """`model.generation` (of tokens, or of a rendered prompt's text), with the stream kept on
     the request's record for the log line and the metrics (every face generates through

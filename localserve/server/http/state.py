@@ -4,8 +4,18 @@ length every face reports."""
 from aiohttp import web
 
 from localserve.engine.residency.manager import ModelManager
+from localserve.store.library import Library
 
 MANAGER = web.AppKey("manager", ModelManager)
+
+
+def model_library(request: web.Request) -> Library:
+    """The model store the manager resolves names in: the daemon's is always the store's
+    Library (the manager itself asks only for the ModelLibrary protocol, which its fakes meet)."""
+    found = request.app[MANAGER].library
+    if not isinstance(found, Library):
+        raise TypeError(f"the daemon's manager holds no model store but {type(found).__name__}")
+    return found
 
 
 def context_length(request: web.Request, name: str) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from localserve.ground.errors import BadRequest
@@ -86,7 +87,11 @@ def strings(body: JSON, key: str) -> list[str]:
 def accepted(body: JSON, kinds: dict[str, str]) -> None:
     """Fields taken with no effect here must still be of their kind: "object", "string" or
     "strings"."""
-    read = {"object": obj, "string": string, "strings": strings}
+    read: dict[str, Callable[[JSON, str], object]] = {
+        "object": obj,
+        "string": string,
+        "strings": strings,
+    }
     for key, kind in kinds.items():
         read[kind](body, key)
 

@@ -31,29 +31,55 @@ from localserve.engine.workers.stream import RequestStream
 from localserve.ground.errors import BadRequest, EngineError
 from localserve.ground.sampling import SamplingParams
 from localserve.server.chat import fim
+from localserve.server.chat.pieces import outputs
 from localserve.server.http import request_log
 from localserve.server.http import validation as v
-from localserve.server.llamacpp.infill_rules import LineRules
 from localserve.server.http.readers import keep_alive, read_json
 from localserve.server.http.state import MANAGER
-from localserve.server.chat.pieces import outputs
 from localserve.server.http.streaming import open_sse, send_event
+from localserve.server.llamacpp.infill_rules import LineRules
 
 # llama.cpp's fields we do not honour, with the value that changes nothing.
 _IDLE_DEFAULTS: dict[str, Any] = {
-    "n_probs": 0, "logit_bias": None, "grammar": "", "json_schema": None, "lora": None,
-    "n_keep": 0, "n_discard": 0, "id_slot": -1, "min_keep": 0, "mirostat": 0,
-    "dynatemp_range": 0, "typical_p": 1, "top_n_sigma": -1, "xtc_probability": 0,
-    "dry_multiplier": 0, "return_tokens": False, "post_sampling_probs": False,
-    "timings_per_token": False, "return_progress": False, "n_cmpl": 1,
-}  # fmt: skip
+    "n_probs": 0,
+    "logit_bias": None,
+    "grammar": "",
+    "json_schema": None,
+    "lora": None,
+    "n_keep": 0,
+    "n_discard": 0,
+    "id_slot": -1,
+    "min_keep": 0,
+    "mirostat": 0,
+    "dynatemp_range": 0,
+    "typical_p": 1,
+    "top_n_sigma": -1,
+    "xtc_probability": 0,
+    "dry_multiplier": 0,
+    "return_tokens": False,
+    "post_sampling_probs": False,
+    "timings_per_token": False,
+    "return_progress": False,
+    "n_cmpl": 1,
+}
 # Our sampler chain, in its order (backends/llama_cpp.py), by llama.cpp's names and letters.
 _CHAIN = ("penalties", "top_k", "top_p", "min_p", "infill", "temperature")
 _ALIASES = {
-    "e": "penalties", "k": "top_k", "top-k": "top_k", "topk": "top_k", "p": "top_p",
-    "top-p": "top_p", "topp": "top_p", "nucleus": "top_p", "m": "min_p", "min-p": "min_p",
-    "minp": "min_p", "i": "infill", "t": "temperature", "temp": "temperature",
-}  # fmt: skip
+    "e": "penalties",
+    "k": "top_k",
+    "top-k": "top_k",
+    "topk": "top_k",
+    "p": "top_p",
+    "top-p": "top_p",
+    "topp": "top_p",
+    "nucleus": "top_p",
+    "m": "min_p",
+    "min-p": "min_p",
+    "minp": "min_p",
+    "i": "infill",
+    "t": "temperature",
+    "temp": "temperature",
+}
 # llama.cpp's samplers that do nothing at their defaults, which no field here can change.
 _IDLE_SAMPLERS = frozenset(
     {"dry", "d", "typ_p", "typ-p", "typp", "typ", "typical_p", "y", "top_n_sigma", "s", "xtc", "x"}
@@ -66,8 +92,10 @@ async def infill(request: web.Request) -> web.StreamResponse:
     fill = _fill(body)
     n_predict = v.integer(body, "n_predict", -1, -1, 1 << 30)
     params = _sampling(body, n_predict)
-    rules = LineRules(v.integer(body, "n_indent", 0, 0, 1 << 20) or 0,
-                      v.integer(body, "t_max_predict_ms", -1, -1, 1 << 40) or -1)  # fmt: skip
+    rules = LineRules(
+        v.integer(body, "n_indent", 0, 0, 1 << 20) or 0,
+        v.integer(body, "t_max_predict_ms", -1, -1, 1 << 40) or -1,
+    )
     v.boolean(body, "cache_prompt", True)
     v.integer(body, "t_max_prompt_ms", -1, -1, 1 << 40)
     fields = _response_fields(body)
@@ -79,7 +107,9 @@ async def infill(request: web.Request) -> web.StreamResponse:
         if params.penalty_last_n < 0:  # llama.cpp's -1: the whole context
             params = replace(params, penalty_last_n=model.info.n_ctx_slot)
         prompt = await fim.encode(model, fill, model.info.n_ctx_slot, "input_suffix")
-        async with request_log.generation(request, model, prompt.tokens, params, "input_prefix") as seq:
+        async with request_log.generation(
+            request, model, prompt.tokens, params, "input_prefix"
+        ) as seq:
             answer = _Answer(model, seq, params, prompt.truncated, n_predict, fields)
             if stream:
                 return await answer.stream(request, rules)
@@ -204,9 +234,14 @@ class _Answer:
     """One fill's answer in llama.cpp's shape, whole or as a stream of events."""
 
     def __init__(
-        self, model: ResidentModel, seq: RequestStream, params: SamplingParams, truncated: bool,
-        n_predict: int | None, fields: list[str] | None,
-    ) -> None:  # fmt: skip
+        self,
+        model: ResidentModel,
+        seq: RequestStream,
+        params: SamplingParams,
+        truncated: bool,
+        n_predict: int | None,
+        fields: list[str] | None,
+    ) -> None:
         self.model, self.seq, self.params = model, seq, params
         self.truncated = truncated
         self.n_predict = -1 if n_predict is None else n_predict
@@ -236,14 +271,22 @@ class _Answer:
         response = await open_sse(request)
         try:
             async for text in self.pieces(rules):
-                await send_event(response, self._filter({
-                    "index": 0, "content": text, "stop": False,
-                    "tokens_predicted": self.seq.completion_tokens,
-                    "tokens_evaluated": self.seq.prompt_tokens,
-                }))  # fmt: skip
+                await send_event(
+                    response,
+                    self._filter(
+                        {
+                            "index": 0,
+                            "content": text,
+                            "stop": False,
+                            "tokens_predicted": self.seq.completion_tokens,
+                            "tokens_evaluated": self.seq.prompt_tokens,
+                        }
+                    ),
+                )
         except EngineError as exc:
-            await send_event(response, {"error": {"code": 500, "message": str(exc),
-                                                  "type": "server_error"}})  # fmt: skip
+            await send_event(
+                response, {"error": {"code": 500, "message": str(exc), "type": "server_error"}}
+            )
         else:
             await send_event(response, self._final(""))
         await response.write_eof()
@@ -255,27 +298,40 @@ class _Answer:
         prompt_n = seq.prompt_tokens - seq.cached_tokens
         prompt_s = timings.ttft_s if timings.ttft_s is not None else timings.total_s
         prompt_ms, predicted_ms = prompt_s * 1e3, timings.decode_s * 1e3
-        return self._filter({
-            "index": 0, "content": content, "stop": True, "model": self.model.name,
-            "tokens_predicted": predicted, "tokens_evaluated": seq.prompt_tokens,
-            "generation_settings": {
-                "n_predict": self.n_predict,
-                "temperature": self.params.temperature, "top_k": self.params.top_k,
-                "top_p": self.params.top_p, "min_p": self.params.min_p,
-                "stop": list(self.params.stop),
-            },
-            "has_new_line": "\n" in content, "truncated": self.truncated,
-            "stop_type": self._stop_type(), "stopping_word": seq.stop_sequence or "",
-            "tokens_cached": seq.cached_tokens,
-            "timings": {
-                "cache_n": seq.cached_tokens, "prompt_n": prompt_n, "prompt_ms": prompt_ms,
-                "prompt_per_token_ms": prompt_ms / max(1, prompt_n),
-                "prompt_per_second": prompt_n / max(1e-9, prompt_ms / 1e3),
-                "predicted_n": predicted, "predicted_ms": predicted_ms,
-                "predicted_per_token_ms": predicted_ms / max(1, predicted),
-                "predicted_per_second": predicted / max(1e-9, predicted_ms / 1e3),
-            },
-        })  # fmt: skip
+        return self._filter(
+            {
+                "index": 0,
+                "content": content,
+                "stop": True,
+                "model": self.model.name,
+                "tokens_predicted": predicted,
+                "tokens_evaluated": seq.prompt_tokens,
+                "generation_settings": {
+                    "n_predict": self.n_predict,
+                    "temperature": self.params.temperature,
+                    "top_k": self.params.top_k,
+                    "top_p": self.params.top_p,
+                    "min_p": self.params.min_p,
+                    "stop": list(self.params.stop),
+                },
+                "has_new_line": "\n" in content,
+                "truncated": self.truncated,
+                "stop_type": self._stop_type(),
+                "stopping_word": seq.stop_sequence or "",
+                "tokens_cached": seq.cached_tokens,
+                "timings": {
+                    "cache_n": seq.cached_tokens,
+                    "prompt_n": prompt_n,
+                    "prompt_ms": prompt_ms,
+                    "prompt_per_token_ms": prompt_ms / max(1, prompt_n),
+                    "prompt_per_second": prompt_n / max(1e-9, prompt_ms / 1e3),
+                    "predicted_n": predicted,
+                    "predicted_ms": predicted_ms,
+                    "predicted_per_token_ms": predicted_ms / max(1, predicted),
+                    "predicted_per_second": predicted / max(1e-9, predicted_ms / 1e3),
+                },
+            }
+        )
 
     def _stop_type(self) -> str:
         if self.cut or self.prefill_only or self.seq.finish_reason == "length":

@@ -16,19 +16,21 @@ from typing import Any
 from aiohttp import web
 
 from localserve import __version__
-from localserve.ground.errors import BadRequest, EngineError
-from localserve.ground.units import KeepAlive
 from localserve.engine.residency.placement import Pin
 from localserve.engine.workers.resident import ResidentModel
 from localserve.engine.workers.stream import RequestStream
+from localserve.ground.errors import BadRequest, EngineError
+from localserve.ground.units import KeepAlive
 from localserve.server.chat import fim
-from localserve.server.ollama import template as ollama_template
-from localserve.server.http import request_log
 from localserve.server.chat.answer_parser import AnswerParser, Parsed
 from localserve.server.chat.pieces import parsed, whole
 from localserve.server.chat.plan import ChatPlan, plan_chat
 from localserve.server.chat.tool_calls import read_tools
+from localserve.server.http import request_log
 from localserve.server.http import validation as v
+from localserve.server.http.readers import chat_messages, keep_alive, model_name, read_json
+from localserve.server.http.state import MANAGER
+from localserve.server.ollama import template as ollama_template
 from localserve.server.ollama.options import (
     OllamaOptions,
     answer_room,
@@ -36,8 +38,6 @@ from localserve.server.ollama.options import (
     options_from,
     window,
 )
-from localserve.server.http.readers import chat_messages, keep_alive, model_name, read_json
-from localserve.server.http.state import MANAGER
 
 # What /api/version reports: the Ollama API level this face speaks (tools check it to enable
 # /api/embed and load/unload by keep_alive; Codex wants 0.13.4 or later for /v1/responses), not
@@ -55,9 +55,9 @@ def ns(seconds: float) -> int:
 
 def _refuse_unsupported(body: v.JSON, chat: bool) -> None:
     """Fields whose meaning we cannot honour: a clear 400 beats an answer that ignores them."""
-    if body.get("images") or (chat and any(
-        isinstance(m, dict) and m.get("images") for m in body.get("messages") or []
-    )):
+    if body.get("images") or (
+        chat and any(isinstance(m, dict) and m.get("images") for m in body.get("messages") or [])
+    ):
         raise BadRequest("images are not supported: the models served here read text", "images")
     if body.get("tools") and not chat:
         raise BadRequest("'tools' are taken by /api/chat, not /api/generate", "tools")
@@ -122,8 +122,9 @@ class OllamaGeneration:
             async with manager.acquire(self.name, stay, pin):
                 pass
             reason = "load"
-        return web.json_response({**self._head(), **self._piece(""), "done": True,
-                                  "done_reason": reason})
+        return web.json_response(
+            {**self._head(), **self._piece(""), "done": True, "done_reason": reason}
+        )
 
     # -- the prompt ---------------------------------------------------------------------------
 
@@ -135,7 +136,9 @@ class OllamaGeneration:
         prompt = v.string(body, "prompt") or ""
         system = v.string(body, "system")
         template = v.string(body, "template")
-        fill = fim.ollama_fill(body)  # a suffix: fill-in-the-middle, raw or not (server/chat/fim.py)
+        fill = fim.ollama_fill(
+            body
+        )  # a suffix: fill-in-the-middle, raw or not (server/chat/fim.py)
         if fill is not None:
             tokens = (await fim.encode(model, fill, window=ctx)).tokens
         elif v.boolean(body, "raw", False):
@@ -206,8 +209,9 @@ class OllamaGeneration:
             total_duration=ns(time.monotonic() - self.started),
             load_duration=ns(self.load_s),
             prompt_eval_count=seq.prompt_tokens,
-            prompt_eval_duration=ns(timings.ttft_s if timings.ttft_s is not None else
-                                    timings.total_s),
+            prompt_eval_duration=ns(
+                timings.ttft_s if timings.ttft_s is not None else timings.total_s
+            ),
             eval_count=seq.completion_tokens,
             eval_duration=ns(timings.decode_s),
         )
@@ -222,8 +226,10 @@ class OllamaGeneration:
         try:
             async for piece in parsed(seq, parser):
                 if piece:
-                    await _send(response, {**self._head(), **self._piece(piece.content, piece),
-                                           "done": False})  # fmt: skip
+                    await _send(
+                        response,
+                        {**self._head(), **self._piece(piece.content, piece), "done": False},
+                    )
         except EngineError as exc:
             # Ollama's clients raise ResponseError on an object with an "error" key.
             await _send(response, {"error": str(exc)})

@@ -5,10 +5,11 @@ Ollama's defaults differ from OpenAI's (top_p 0.9, min_p 0, repeat_penalty 1.1 o
 
 `num_ctx` asks for a context window. Ours is fixed per slot at load (no request allocates KV),
 so a `num_ctx` up to a slot's context is honoured and a larger one refused with a 400 that
-gives the figure (the one /api/show, /api/ps and /v1/models report). A prompt that does not fit is not refused, as Ollama's
-runner does not refuse it: it keeps the first `num_keep` tokens and the most recent ones. Ollama
-then shifts the window while it generates; we cannot, so the prompt is cut to half the window to
-leave the answer room, and the answer ends with done_reason "length" when the window is full.
+gives the figure (the one /api/show, /api/ps and /v1/models report). A prompt that does not
+fit is not refused, as Ollama's runner does not refuse it: it keeps the first `num_keep` tokens
+and the most recent ones. Ollama then shifts the window while it generates; we cannot, so the
+prompt is cut to half the window to leave the answer room, and the answer ends with
+done_reason "length" when the window is full.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def window(model: str, num_ctx: int | None, slot_ctx: int) -> int:
         raise BadRequest(
             f"num_ctx {num_ctx} is larger than a slot's context for '{model}' ({slot_ctx} tokens, "
             "as /api/show reports it); ask for at most that, or start the daemon with a larger "
-            "--ctx", "num_ctx",
+            "--ctx",
+            "num_ctx",
         )
     return num_ctx
 
@@ -96,8 +98,12 @@ def fit_prompt(tokens: list[int], ctx: int, num_keep: int) -> list[int]:
         return tokens
     keep = min(num_keep, ctx // 4)
     tail = max(1, ctx // 2 - keep)
-    log.warning("truncating a prompt of %d tokens to %d for a %d-token window",
-                len(tokens), keep + tail, ctx)
+    log.warning(
+        "truncating a prompt of %d tokens to %d for a %d-token window",
+        len(tokens),
+        keep + tail,
+        ctx,
+    )
     return tokens[:keep] + tokens[-tail:]
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from pathlib import Path
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -25,13 +25,12 @@ from localserve.server.http import validation as v
 from localserve.server.http.errors import Refused, classify
 from localserve.server.http.guard import OPERATOR
 from localserve.server.http.readers import model_name, read_json
-from localserve.server.http.state import MANAGER, context_length
+from localserve.server.http.state import MANAGER, context_length, model_library
 from localserve.store.hub import looks_like_ref, parse_ref
 from localserve.store.importer import import_model, scan
 from localserve.store.library import Library
 from localserve.store.manifest import Manifest
 from localserve.store.names import parse_name
-
 
 # The pulls running now, by name: their latest progress, for /health (the tray shows it).
 PULLS = web.AppKey("pulls", dict)
@@ -39,10 +38,6 @@ PULLS = web.AppKey("pulls", dict)
 
 class PullCancelled(Exception):
     """The client went away: stop downloading (the partial file is kept for a resume)."""
-
-
-def _library(request: web.Request) -> Library:
-    return request.app[MANAGER].library
 
 
 async def _off_loop(func: Any, *args: Any) -> Any:
@@ -67,7 +62,7 @@ def _details(manifest: Manifest) -> dict[str, Any]:
 
 
 async def tags(request: web.Request) -> web.Response:
-    library = _library(request)
+    library = model_library(request)
 
     def listed() -> list[tuple[Manifest, str]]:  # hashing a file in place takes a moment, once
         return [(m, library.digest(m)) for m in library.models()]
@@ -112,10 +107,12 @@ def _where(request: web.Request, name: str) -> dict[str, Any] | None:
         return None
     placement = model.placement
     return {
-        "device": model.device, "gpu_layers": placement.gpu_layers,
-        "layers": placement.max_layers, "size": placement.total,
+        "device": model.device,
+        "gpu_layers": placement.gpu_layers,
+        "layers": placement.max_layers,
+        "size": placement.total,
         "split": {pool: need.total for pool, need in placement.need.items()},
-    }  # fmt: skip
+    }
 
 
 async def show(request: web.Request) -> web.Response:
@@ -123,7 +120,7 @@ async def show(request: web.Request) -> web.Response:
     name = model_name(body)
     loaded = request.app[MANAGER].get(name)
     served = None if loaded is None else ModelRef(loaded.name, loaded.info.path, loaded.info.format)
-    manifest, facts = await _off_loop(_library(request).show, name, served)
+    manifest, facts = await _off_loop(model_library(request).show, name, served)
     template = facts.pop("chat_template", None) or ""
     capabilities = list(facts.get("capabilities") or ["completion"])
     if "insert" in capabilities and facts.get("fim_tokens"):
@@ -158,7 +155,7 @@ async def pull(request: web.Request) -> web.StreamResponse:
     body = await read_json(request)
     name = model_name(body)
     stream = v.boolean(body, "stream", True)
-    library = _library(request)
+    library = model_library(request)
     # Refuse a bad or unknown name with its own status, before any stream starts.
     await _off_loop(_check_pullable, library, name)
     loop = asyncio.get_running_loop()
@@ -218,7 +215,7 @@ async def delete(request: web.Request) -> web.Response:
     name = model_name(body)
     manager = request.app[MANAGER]
     await manager.unload(name)  # a loaded model stops answering before its files go
-    await _off_loop(_library(request).delete, name)
+    await _off_loop(model_library(request).delete, name)
     return web.json_response({})
 
 
@@ -229,13 +226,17 @@ def _reachable(request: web.Request, path: str) -> str:
     if request.get(OPERATOR):
         return path
     resolved = Path(path).expanduser().resolve()
-    roots = [_library(request).store.root, *request.app[MANAGER].settings.import_roots]
+    settings = request.app[MANAGER].settings
+    roots: list[str | Path] = [model_library(request).store.root, *settings.import_roots]
     for root in roots:
         if resolved.is_relative_to(Path(root).expanduser().resolve()):
             return path
-    raise Refused(403, f"'{path}' is outside the folders import and scan may read (the models "
-                  "folder and import_roots: --import-roots, LOCALSERVE_IMPORT_ROOTS)",
-                  "path")  # fmt: skip
+    raise Refused(
+        403,
+        f"'{path}' is outside the folders import and scan may read (the models "
+        "folder and import_roots: --import-roots, LOCALSERVE_IMPORT_ROOTS)",
+        "path",
+    )
 
 
 def _path(body: v.JSON) -> str:
@@ -250,21 +251,35 @@ async def import_(request: web.Request) -> web.Response:
     path = _reachable(request, _path(body))
     name = v.string(body, "model", required=False)
     copy = v.boolean(body, "copy", False)
-    store = _library(request).store
+    store = model_library(request).store
     manifest = await _off_loop(import_model, store, path, name, copy)
-    return web.json_response({"model": manifest.name.short, "format": manifest.format,
-                              "size": manifest.size, "linked": not copy})
+    return web.json_response(
+        {
+            "model": manifest.name.short,
+            "format": manifest.format,
+            "size": manifest.size,
+            "linked": not copy,
+        }
+    )
 
 
 async def scan_(request: web.Request) -> web.Response:
     body = await read_json(request)
     folder = _reachable(request, _path(body))
     found = await _off_loop(scan, folder)
-    return web.json_response({"models": [
-        {"path": str(f.path), "size": f.size, "problem": f.problem,
-         **({"facts": f.facts.as_dict()} if f.facts else {})}
-        for f in found
-    ]})
+    return web.json_response(
+        {
+            "models": [
+                {
+                    "path": str(f.path),
+                    "size": f.size,
+                    "problem": f.problem,
+                    **({"facts": f.facts.as_dict()} if f.facts else {}),
+                }
+                for f in found
+            ]
+        }
+    )
 
 
 def add_routes(app: web.Application) -> None:

@@ -10,21 +10,20 @@ from typing import Any
 
 from aiohttp import web
 
-from localserve.ground.errors import BadRequest, EngineError, ModelNotFound
 from localserve.engine.workers.resident import ResidentModel
-from localserve.ground.sampling import SamplingParams
 from localserve.engine.workers.stream import RequestStream
-from localserve.server.chat import fim
-from localserve.server.http import request_log
-from localserve.server.chat import structured
+from localserve.ground.errors import BadRequest, EngineError, ModelNotFound
+from localserve.ground.sampling import SamplingParams
+from localserve.server.chat import fim, structured
 from localserve.server.chat.answer_parser import AnswerParser, Call, Parsed
 from localserve.server.chat.pieces import parsed, whole
 from localserve.server.chat.plan import plan_chat, template_kwargs
-from localserve.server.chat_turn import check_room
 from localserve.server.chat.tool_calls import read_tools
+from localserve.server.chat_turn import check_room
+from localserve.server.http import request_log
 from localserve.server.http import validation as v
 from localserve.server.http.readers import chat_messages, keep_alive, model_name, read_json
-from localserve.server.http.state import MANAGER, context_length
+from localserve.server.http.state import MANAGER, context_length, model_library
 from localserve.server.http.streaming import open_sse, send_done, send_event
 
 
@@ -59,8 +58,10 @@ def refuse_logprobs(body: v.JSON) -> None:
     for key, none in (("logprobs", False), ("top_logprobs", 0)):
         value = body.get(key)
         if value is not None and not (value == none and type(value) is type(none)):
-            raise BadRequest(f"'{key}' is not supported: this server does not return token "
-                             "log-probabilities", key)  # fmt: skip
+            raise BadRequest(
+                f"'{key}' is not supported: this server does not return token log-probabilities",
+                key,
+            )
 
 
 def _logit_bias(body: v.JSON) -> tuple[tuple[int, float], ...]:
@@ -78,8 +79,9 @@ def _logit_bias(body: v.JSON) -> tuple[tuple[int, float], ...]:
         except ValueError:
             raise BadRequest(f"'logit_bias' key {key!r} is not a token id", "logit_bias") from None
         if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not -100 <= bias <= 100:
-            raise BadRequest(f"'logit_bias' for token {key} must be a number in -100..100",
-                             "logit_bias")  # fmt: skip
+            raise BadRequest(
+                f"'logit_bias' for token {key} must be a number in -100..100", "logit_bias"
+            )
         out.append((token, float(bias)))
     return tuple(out)
 
@@ -158,8 +160,10 @@ class Generation:
             prompt = prompt[0]
         if isinstance(prompt, str):
             return await model.encode_text(prompt)
-        if isinstance(prompt, list) and prompt and all(
-            isinstance(t, int) and not isinstance(t, bool) for t in prompt
+        if (
+            isinstance(prompt, list)
+            and prompt
+            and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt)
         ):
             return model.check_token_ids(list(prompt))
         raise BadRequest("'prompt' must be a string or a list of token ids", "prompt")
@@ -213,7 +217,9 @@ class Generation:
             deltas.append({"tool_calls": [{"index": call.index, "function": arguments}]})
         return [{"index": 0, "delta": d, "logprobs": None, "finish_reason": None} for d in deltas]
 
-    async def _collect(self, model: ResidentModel, seq: RequestStream, parser: AnswerParser) -> web.Response:
+    async def _collect(
+        self, model: ResidentModel, seq: RequestStream, parser: AnswerParser
+    ) -> web.Response:
         answer = await whole(seq, parser)
         choice = self._message(answer, finish_reason(seq, answer.calls))
         body = self._envelope(model, choice, False)
@@ -260,16 +266,23 @@ def model_entry(request: web.Request, name: str, created: int) -> dict[str, Any]
     """One model as OpenAI's clients list it, and as Anthropic's do (`type`, `display_name`,
     `created_at`): both SDKs read /v1/models."""
     when = datetime.fromtimestamp(created, timezone.utc).isoformat().replace("+00:00", "Z")
-    return {"id": name, "object": "model", "created": created, "owned_by": "localserve",
-            "context_length": context_length(request, name), "type": "model",
-            "display_name": name, "created_at": when}  # fmt: skip
+    return {
+        "id": name,
+        "object": "model",
+        "created": created,
+        "owned_by": "localserve",
+        "context_length": context_length(request, name),
+        "type": "model",
+        "display_name": name,
+        "created_at": when,
+    }
 
 
 async def _created(request: web.Request) -> dict[str, int]:
     """Every model a request may name, with when it was made: the library's (loaded or not)
     and those served by path."""
     manager = request.app[MANAGER]
-    stored = await asyncio.get_running_loop().run_in_executor(None, manager.library.models)
+    stored = await asyncio.get_running_loop().run_in_executor(None, model_library(request).models)
     created = {m.name.short: int(m.created_at) for m in stored}
     for m in manager.models:
         created.setdefault(m.name, int(m.loaded_at))
@@ -277,10 +290,13 @@ async def _created(request: web.Request) -> dict[str, int]:
 
 
 async def list_models(request: web.Request) -> web.Response:
-    data = [model_entry(request, name, ts) for name, ts in sorted((await _created(request)).items())]
+    data = [
+        model_entry(request, name, ts) for name, ts in sorted((await _created(request)).items())
+    ]
     first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
-    return web.json_response({"object": "list", "data": data, "has_more": False,
-                              "first_id": first, "last_id": last})  # fmt: skip
+    return web.json_response(
+        {"object": "list", "data": data, "has_more": False, "first_id": first, "last_id": last}
+    )
 
 
 async def get_model(request: web.Request) -> web.Response:

@@ -26,15 +26,19 @@ from localserve.server.chat.answer_blocks import CALL, THINKING, AnswerBlocks, B
 from localserve.server.chat_turn import Turn, chat_turn, pieces
 from localserve.server.http.errors import Refused
 from localserve.server.http.readers import read_json
+from localserve.server.http.streaming import open_sse, send_named
 from localserve.server.responses.request import ResponsesRequest, read_request
 from localserve.server.responses.store import RESPONSES, ResponseStore
-from localserve.server.http.streaming import open_sse, send_named
 
 
 def not_found(response_id: str, param: str | None = None) -> Refused:
     """A response id that names no stored response: a 404, as OpenAI answers."""
-    return Refused(404, f"response '{response_id}' not found: it was not stored, or has "
-                   "expired", param, "response_not_found")  # fmt: skip
+    return Refused(
+        404,
+        f"response '{response_id}' not found: it was not stored, or has expired",
+        param,
+        "response_not_found",
+    )
 
 
 def _id(prefix: str) -> str:
@@ -66,20 +70,37 @@ class Answer:
             text = block.text if done else ""
             summary = [{"type": "summary_text", "text": text}] if self.req.summary and done else []
             content = [{"type": "reasoning_text", "text": text}] if done else []
-            return {"type": "reasoning", "id": item_id, "summary": summary, "content": content,
-                    "encrypted_content": None, "status": status}  # fmt: skip
+            return {
+                "type": "reasoning",
+                "id": item_id,
+                "summary": summary,
+                "content": content,
+                "encrypted_content": None,
+                "status": status,
+            }
         if block.kind == CALL:
             call = block.call
             assert call is not None
             namespace, name = self.req.call_name(call.name)
-            item = {"type": "function_call", "id": item_id, "call_id": call.id, "name": name,
-                    "arguments": call.arguments_json if done else "", "status": status}  # fmt: skip
+            item = {
+                "type": "function_call",
+                "id": item_id,
+                "call_id": call.id,
+                "name": name,
+                "arguments": call.arguments_json if done else "",
+                "status": status,
+            }
             if namespace is not None:
                 item["namespace"] = namespace
             return item
         content = [self.text_part(block.text)] if done else []
-        return {"type": "message", "id": item_id, "status": status, "role": "assistant",
-                "content": content}  # fmt: skip
+        return {
+            "type": "message",
+            "id": item_id,
+            "status": status,
+            "role": "assistant",
+            "content": content,
+        }
 
     @staticmethod
     def text_part(text: str) -> dict[str, Any]:
@@ -92,30 +113,43 @@ class Answer:
         output = [self.item(b, True) for b in self.blocks.blocks] if done else []
         usage = None
         if turn is not None and done:
-            usage = {"input_tokens": turn.prompt_tokens,
-                     "input_tokens_details": {"cached_tokens": turn.cached_tokens},
-                     "output_tokens": turn.completion_tokens,
-                     "output_tokens_details": {"reasoning_tokens": 0},
-                     "total_tokens": turn.prompt_tokens + turn.completion_tokens}  # fmt: skip
+            usage = {
+                "input_tokens": turn.prompt_tokens,
+                "input_tokens_details": {"cached_tokens": turn.cached_tokens},
+                "output_tokens": turn.completion_tokens,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": turn.prompt_tokens + turn.completion_tokens,
+            }
         ask, echo = self.req.ask, self.req.echo
         fmt = {"type": "text"} if ask.params.grammar is None else {"type": "json_schema"}
         return {
-            "id": self.id, "object": "response", "created_at": self.created_at,
-            "status": status, "background": False,
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": status,
+            "background": False,
             "error": {"code": "server_error", "message": error} if error else None,
-            "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete"
+            "incomplete_details": {"reason": "max_output_tokens"}
+            if status == "incomplete"
             else None,
-            "instructions": self.req.instructions, "max_output_tokens": ask.params.max_tokens,
-            "model": turn.model.name if turn is not None else ask.model, "output": output,
+            "instructions": self.req.instructions,
+            "max_output_tokens": ask.params.max_tokens,
+            "model": turn.model.name if turn is not None else ask.model,
+            "output": output,
             "parallel_tool_calls": ask.tools.parallel if ask.tools is not None else True,
             "previous_response_id": self.req.previous_id,
             "reasoning": echo.get("reasoning") or {"effort": None, "summary": None},
-            "store": self.req.store, "temperature": ask.params.temperature,
-            "text": {"format": fmt}, "tool_choice": echo.get("tool_choice") or "auto",
-            "tools": echo.get("tools") or [], "top_p": ask.params.top_p,
-            "truncation": "disabled", "usage": usage, "user": None,
+            "store": self.req.store,
+            "temperature": ask.params.temperature,
+            "text": {"format": fmt},
+            "tool_choice": echo.get("tool_choice") or "auto",
+            "tools": echo.get("tools") or [],
+            "top_p": ask.params.top_p,
+            "truncation": "disabled",
+            "usage": usage,
+            "user": None,
             "metadata": echo.get("metadata") or {},
-        }  # fmt: skip
+        }
 
     def status(self, turn: Turn) -> str:
         return "incomplete" if turn.finish_reason == "length" else "completed"
@@ -130,15 +164,25 @@ class Answer:
 
     def conversation(self) -> list[dict[str, Any]]:
         """The messages before this answer and the answer, as a follow-up continues them."""
-        answer: dict[str, Any] = {"role": "assistant", "content": "".join(
-            b.text for b in self.blocks.blocks if b.kind not in (THINKING, CALL))}  # fmt: skip
+        answer: dict[str, Any] = {
+            "role": "assistant",
+            "content": "".join(
+                b.text for b in self.blocks.blocks if b.kind not in (THINKING, CALL)
+            ),
+        }
         thinking = "".join(b.text for b in self.blocks.blocks if b.kind == THINKING)
         if thinking:
             answer["reasoning_content"] = thinking
         calls = self.blocks.calls
         if calls:
-            answer["tool_calls"] = [{"id": c.id, "type": "function", "function": {
-                "name": c.name, "arguments": c.arguments}} for c in calls]  # fmt: skip
+            answer["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in calls
+            ]
         return [*self.req.input, answer]
 
     # -- whole and streamed -------------------------------------------------------------------
@@ -173,53 +217,101 @@ class Answer:
         await response.write_eof()
         return response
 
-    async def _block_event(self, response: web.StreamResponse, kind: str, block: Block,
-                           text: str) -> None:  # fmt: skip
+    async def _block_event(
+        self, response: web.StreamResponse, kind: str, block: Block, text: str
+    ) -> None:
         at = {"item_id": self.item_id(block), "output_index": block.index}
         if block.kind == CALL:
             if kind == "start":
-                await self.emit(response, "response.output_item.added",
-                                output_index=block.index, item=self.item(block, False))  # fmt: skip
+                await self.emit(
+                    response,
+                    "response.output_item.added",
+                    output_index=block.index,
+                    item=self.item(block, False),
+                )
             elif kind == "delta":
-                await self.emit(response, "response.function_call_arguments.delta", **at,
-                                delta=text)  # fmt: skip
+                await self.emit(
+                    response, "response.function_call_arguments.delta", **at, delta=text
+                )
             else:
                 item = self.item(block, True)
-                await self.emit(response, "response.function_call_arguments.done", **at,
-                                arguments=item["arguments"], name=item["name"])  # fmt: skip
-                await self.emit(response, "response.output_item.done",
-                                output_index=block.index, item=item)  # fmt: skip
+                await self.emit(
+                    response,
+                    "response.function_call_arguments.done",
+                    **at,
+                    arguments=item["arguments"],
+                    name=item["name"],
+                )
+                await self.emit(
+                    response, "response.output_item.done", output_index=block.index, item=item
+                )
             return
         thinking = block.kind == THINKING
         part = {"type": "reasoning_text", "text": ""} if thinking else self.text_part("")
         names = "reasoning_text" if thinking else "output_text"
         if kind == "start":
-            await self.emit(response, "response.output_item.added", output_index=block.index,
-                            item=self.item(block, False))  # fmt: skip
-            await self.emit(response, "response.content_part.added", **at, content_index=0,
-                            part=part)  # fmt: skip
+            await self.emit(
+                response,
+                "response.output_item.added",
+                output_index=block.index,
+                item=self.item(block, False),
+            )
+            await self.emit(
+                response, "response.content_part.added", **at, content_index=0, part=part
+            )
         elif kind == "delta":
-            extra = {} if thinking else {"logprobs": []}
-            await self.emit(response, f"response.{names}.delta", **at, content_index=0,
-                            delta=text, **extra)  # fmt: skip
+            extra: dict[str, list[object]] = {} if thinking else {"logprobs": []}
+            await self.emit(
+                response, f"response.{names}.delta", **at, content_index=0, delta=text, **extra
+            )
         else:
             extra = {} if thinking else {"logprobs": []}
-            await self.emit(response, f"response.{names}.done", **at, content_index=0,
-                            text=block.text, **extra)  # fmt: skip
-            await self.emit(response, "response.content_part.done", **at, content_index=0,
-                            part={**part, "text": block.text})  # fmt: skip
+            await self.emit(
+                response, f"response.{names}.done", **at, content_index=0, text=block.text, **extra
+            )
+            await self.emit(
+                response,
+                "response.content_part.done",
+                **at,
+                content_index=0,
+                part={**part, "text": block.text},
+            )
             if thinking and self.req.summary:
                 summary = {"type": "summary_text", "text": block.text}
-                await self.emit(response, "response.reasoning_summary_part.added", **at,
-                                summary_index=0, part={**summary, "text": ""})  # fmt: skip
-                await self.emit(response, "response.reasoning_summary_text.delta", **at,
-                                summary_index=0, delta=block.text)  # fmt: skip
-                await self.emit(response, "response.reasoning_summary_text.done", **at,
-                                summary_index=0, text=block.text)  # fmt: skip
-                await self.emit(response, "response.reasoning_summary_part.done", **at,
-                                summary_index=0, part=summary)  # fmt: skip
-            await self.emit(response, "response.output_item.done", output_index=block.index,
-                            item=self.item(block, True))  # fmt: skip
+                await self.emit(
+                    response,
+                    "response.reasoning_summary_part.added",
+                    **at,
+                    summary_index=0,
+                    part={**summary, "text": ""},
+                )
+                await self.emit(
+                    response,
+                    "response.reasoning_summary_text.delta",
+                    **at,
+                    summary_index=0,
+                    delta=block.text,
+                )
+                await self.emit(
+                    response,
+                    "response.reasoning_summary_text.done",
+                    **at,
+                    summary_index=0,
+                    text=block.text,
+                )
+                await self.emit(
+                    response,
+                    "response.reasoning_summary_part.done",
+                    **at,
+                    summary_index=0,
+                    part=summary,
+                )
+            await self.emit(
+                response,
+                "response.output_item.done",
+                output_index=block.index,
+                item=self.item(block, True),
+            )
 
 
 def _store(request: web.Request) -> ResponseStore:

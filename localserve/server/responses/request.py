@@ -36,24 +36,61 @@ from typing import Any
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import Grammar, SamplingParams
 from localserve.server.chat import structured
-from localserve.server.http import validation as v
-from localserve.server.chat_turn import ChatAsk
-from localserve.server.http.readers import model_name, text_content
 from localserve.server.chat.tool_calls import read_tools
+from localserve.server.chat_turn import ChatAsk
+from localserve.server.http import validation as v
+from localserve.server.http.readers import model_name, text_content
 
-NO_EFFECT = {"include": "strings", "prompt_cache_key": "string",
-             "prompt_cache_retention": "string", "client_metadata": "object",
-             "metadata": "object", "user": "string", "safety_identifier": "string",
-             "service_tier": "string", "stream_options": "object"}  # fmt: skip
-READ = frozenset({"model", "input", "instructions", "tools", "tool_choice",
-                  "parallel_tool_calls", "max_output_tokens", "temperature", "top_p", "text",
-                  "reasoning", "store", "previous_response_id", "stream", "truncation",
-                  "top_logprobs"})  # fmt: skip
+NO_EFFECT = {
+    "include": "strings",
+    "prompt_cache_key": "string",
+    "prompt_cache_retention": "string",
+    "client_metadata": "object",
+    "metadata": "object",
+    "user": "string",
+    "safety_identifier": "string",
+    "service_tier": "string",
+    "stream_options": "object",
+}
+READ = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "max_output_tokens",
+        "temperature",
+        "top_p",
+        "text",
+        "reasoning",
+        "store",
+        "previous_response_id",
+        "stream",
+        "truncation",
+        "top_logprobs",
+    }
+)
 # Tools whose calls are not function calls: left out, never offered to the model.
-NOT_OFFERED = frozenset({"web_search", "web_search_preview", "web_search_preview_2025_03_11",
-                         "web_search_2025_08_26", "file_search", "code_interpreter",
-                         "image_generation", "mcp", "tool_search", "computer",
-                         "computer_use_preview", "local_shell", "shell", "apply_patch"})  # fmt: skip
+NOT_OFFERED = frozenset(
+    {
+        "web_search",
+        "web_search_preview",
+        "web_search_preview_2025_03_11",
+        "web_search_2025_08_26",
+        "file_search",
+        "code_interpreter",
+        "image_generation",
+        "mcp",
+        "tool_search",
+        "computer",
+        "computer_use_preview",
+        "local_shell",
+        "shell",
+        "apply_patch",
+    }
+)
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 NAMESPACE_SEP = "."
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal")
@@ -83,14 +120,20 @@ def read_request(body: v.JSON) -> ResponsesRequest:
         raise BadRequest(f"'{unknown[0]}' is not supported here", unknown[0])
     v.accepted(body, NO_EFFECT)
     if v.string(body, "truncation") not in (None, "disabled"):
-        raise BadRequest("only 'truncation': 'disabled' is supported: a prompt longer than the "
-                         "context is refused", "truncation")  # fmt: skip
+        raise BadRequest(
+            "only 'truncation': 'disabled' is supported: a prompt longer than the "
+            "context is refused",
+            "truncation",
+        )
     if v.integer(body, "top_logprobs", 0, 0, 20):
-        raise BadRequest("'top_logprobs' is not supported: this server does not return token "
-                         "log-probabilities", "top_logprobs")  # fmt: skip
+        raise BadRequest(
+            "'top_logprobs' is not supported: this server does not return token log-probabilities",
+            "top_logprobs",
+        )
     if "message.output_text.logprobs" in v.strings(body, "include"):
-        raise BadRequest("'include' asks for logprobs, which this server does not return",
-                         "include")  # fmt: skip
+        raise BadRequest(
+            "'include' asks for logprobs, which this server does not return", "include"
+        )
     instructions = v.string(body, "instructions")
     messages = _input(body.get("input"))
     reasoning = v.obj(body, "reasoning")
@@ -109,14 +152,25 @@ def read_request(body: v.JSON) -> ResponsesRequest:
     system = [{"role": "system", "content": instructions}] if instructions else []
     namespaced: dict[str, tuple[str, str]] = {}
     tools = _tools(body, namespaced)
-    ask = ChatAsk(model_name(body, accept_name=False), system + messages, params, tools,
-                  think=False if effort == "none" else None,
-                  think_if_able=effort not in (None, "none"))  # fmt: skip
+    ask = ChatAsk(
+        model_name(body, accept_name=False),
+        system + messages,
+        params,
+        tools,
+        think=False if effort == "none" else None,
+        think_if_able=effort not in (None, "none"),
+    )
     echo = {key: body.get(key) for key in ("tools", "tool_choice", "metadata", "reasoning")}
     return ResponsesRequest(
-        ask, messages, instructions, v.boolean(body, "stream", False),
-        v.boolean(body, "store", True), v.string(body, "previous_response_id") or None,
-        summary is not None, echo, namespaced,
+        ask,
+        messages,
+        instructions,
+        v.boolean(body, "stream", False),
+        v.boolean(body, "store", True),
+        v.string(body, "previous_response_id") or None,
+        summary is not None,
+        echo,
+        namespaced,
     )
 
 
@@ -152,14 +206,20 @@ def _input(value: Any) -> list[dict[str, Any]]:
             call_id = item.get("call_id")
             if not isinstance(call_id, str):
                 raise BadRequest(f"{where}: a function_call_output needs its 'call_id'", "input")
-            out.append({"role": "tool", "tool_call_id": call_id,
-                        "content": _text(item.get("output"), where)})  # fmt: skip
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "content": _text(item.get("output"), where),
+                }
+            )
         elif kind == "message":
             turn = None
             role = item.get("role")
             if role not in ("user", "system", "developer"):
-                raise BadRequest(f"{where}.role must be user, assistant, system or developer",
-                                 "input")  # fmt: skip
+                raise BadRequest(
+                    f"{where}.role must be user, assistant, system or developer", "input"
+                )
             role = "system" if role == "developer" else role
             out.append({"role": role, "content": _text(item.get("content"), where)})
         else:
@@ -224,16 +284,24 @@ def _tools(body: v.JSON, namespaced: dict[str, tuple[str, str]]) -> Any:
                     namespaced[qualified] = (namespace, qualified[len(namespace) + 1 :])
                     functions.append(function)
         else:
-            raise BadRequest(f"tools[{i}]: {kind!r} tools are not supported here; give "
-                             "function tools", "tools")  # fmt: skip
+            raise BadRequest(
+                f"tools[{i}]: {kind!r} tools are not supported here; give function tools", "tools"
+            )
     choice = body.get("tool_choice")
     if isinstance(choice, dict):
         if choice.get("type") != "function":
-            raise BadRequest("'tool_choice' must be auto, none, required or "
-                             "{'type': 'function', 'name': ...}", "tool_choice")  # fmt: skip
+            raise BadRequest(
+                "'tool_choice' must be auto, none, required or {'type': 'function', 'name': ...}",
+                "tool_choice",
+            )
         choice = {"type": "function", "function": {"name": choice.get("name")}}
-    return read_tools({"tools": functions, "tool_choice": choice,
-                       "parallel_tool_calls": body.get("parallel_tool_calls")})  # fmt: skip
+    return read_tools(
+        {
+            "tools": functions,
+            "tool_choice": choice,
+            "parallel_tool_calls": body.get("parallel_tool_calls"),
+        }
+    )
 
 
 def _function(tool: Any, where: str, namespace: str = "") -> list[dict[str, Any]]:
@@ -246,8 +314,16 @@ def _function(tool: Any, where: str, namespace: str = "") -> list[dict[str, Any]
         raise BadRequest(f"{where} needs a 'name'", "tools")
     if namespace:
         name = f"{namespace}{NAMESPACE_SEP}{name}"
-    return [{"type": "function", "function": {"name": name, "description": tool.get(
-        "description") or "", "parameters": tool.get("parameters")}}]  # fmt: skip
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": tool.get("description") or "",
+                "parameters": tool.get("parameters"),
+            },
+        }
+    ]
 
 
 def _format(text: v.JSON) -> Grammar | None:
@@ -262,5 +338,8 @@ def _format(text: v.JSON) -> Grammar | None:
         return Grammar("json_schema", structured.ANY_OBJECT, "text")
     if kind == "json_schema" and isinstance(fmt.get("schema"), dict):
         return structured.schema_grammar(fmt["schema"], "text")
-    raise BadRequest("'text.format' must be text, json_object or {'type': 'json_schema', "
-                     "'name': ..., 'schema': {...}}", "text")  # fmt: skip
+    raise BadRequest(
+        "'text.format' must be text, json_object or {'type': 'json_schema', "
+        "'name': ..., 'schema': {...}}",
+        "text",
+    )

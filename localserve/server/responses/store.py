@@ -34,8 +34,9 @@ class ResponseStore:
         self.max_responses = max_responses
         self.max_age_s = max_age_s
 
-    def put(self, response_id: str, conversation: list[dict[str, Any]],
-            body: dict[str, Any]) -> None:  # fmt: skip
+    def put(
+        self, response_id: str, conversation: list[dict[str, Any]], body: dict[str, Any]
+    ) -> None:
         self._responses[response_id] = StoredResponse(conversation, body, time.monotonic())
         self._expire()
 

@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 
 from localserve.ground.settings import (
-    ENV, NAMES, SWITCHES, ConfigError, Settings, config_path, describe, load, output_cap,
+    ENV,
+    NAMES,
+    SWITCHES,
+    ConfigError,
+    Settings,
+    config_path,
+    describe,
+    load,
+    output_cap,
 )
 from tests.support.helpers import REPO
 
@@ -86,12 +94,17 @@ def readme_row(flag: str, env: str, default: str, text: str) -> str:
 def test_every_setting_is_read_from_flags_environment_and_file_in_that_order(tmp_path):
     # One value per level, each a different valid value of the setting's kind.
     samples = {
-        "host": ("10.0.0.1", "10.0.0.2", "10.0.0.3"), "port": (9001, 9002, 9003),
-        "models_dir": ("/a", "/b", "/c"), "keep_alive": ("1m", "2m", "3m"),
-        "memory_budget": ("1GiB", "2GiB", "3GiB"), "prompt_cache": ("1MiB", "2MiB", "3MiB"),
-        "max_body": ("1MiB", "2MiB", "3MiB"), "allowed_hosts": ("a", "b", "c"),
-        "origins": ("a", "b", "c"), "import_roots": ("/a", "/b", "/c"),
-    }  # fmt: skip
+        "host": ("10.0.0.1", "10.0.0.2", "10.0.0.3"),
+        "port": (9001, 9002, 9003),
+        "models_dir": ("/a", "/b", "/c"),
+        "keep_alive": ("1m", "2m", "3m"),
+        "memory_budget": ("1GiB", "2GiB", "3GiB"),
+        "prompt_cache": ("1MiB", "2MiB", "3MiB"),
+        "max_body": ("1MiB", "2MiB", "3MiB"),
+        "allowed_hosts": ("a", "b", "c"),
+        "origins": ("a", "b", "c"),
+        "import_roots": ("/a", "/b", "/c"),
+    }
     two_valued = {"log_format": ("json", "text")}
     for name in NAMES:
         if name in two_valued:  # each level flips it
@@ -152,10 +165,19 @@ def test_gpu_layers_is_auto_unless_a_count_is_given():
     assert load({"gpu_layers": "12"}, env={}, path=NO_FILE).gpu_layers == 12
 
 
-@pytest.mark.parametrize("name,bad", [("parallel", "four"), ("prompt_cache", "lots"),
-                                      ("keep_alive", "soon"), ("port", "70000"),
-                                      ("memory_budget", "gpu0="), ("gpu_layers", "many"),
-                                      ("max_tokens", "gemma3=0"), ("max_tokens", "lots")])
+@pytest.mark.parametrize(
+    "name,bad",
+    [
+        ("parallel", "four"),
+        ("prompt_cache", "lots"),
+        ("keep_alive", "soon"),
+        ("port", "70000"),
+        ("memory_budget", "gpu0="),
+        ("gpu_layers", "many"),
+        ("max_tokens", "gemma3=0"),
+        ("max_tokens", "lots"),
+    ],
+)
 def test_a_value_of_the_wrong_kind_is_refused_naming_the_flag(name: str, bad: str):
     with pytest.raises(ConfigError, match=f"--{name.replace('_', '-')}"):
         load({name: bad}, env={}, path=NO_FILE)

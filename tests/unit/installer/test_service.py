@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli_support import cli_env, localserve
 from localserve_installer import service, units
+from tests.support.cli_support import cli_env, localserve
 
 DAEMON = [sys.executable, "-m", "localserve", "serve"]
 
@@ -58,21 +58,30 @@ def test_the_systemd_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     unit.write_text(units.systemd_unit(DAEMON))
     runtime = tmp_path / "run"
     runtime.mkdir(mode=0o700)
-    done = subprocess.run(["systemd-analyze", "--user", "verify", str(unit)], capture_output=True,
-                          text=True, env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)})  # fmt: skip
+    done = subprocess.run(
+        ["systemd-analyze", "--user", "verify", str(unit)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
+    )
     # It exits 0 on unknown keys too: only an empty stderr says the unit is clean.
     assert (done.returncode, done.stderr) == (0, "")
 
 
 @pytest.mark.skipif(not shutil.which("systemctl"), reason="needs systemctl")
-def test_systemctl_enables_the_unit_offline_with_the_link_install_makes(tmp_path: Path, home: Path) -> None:
+def test_systemctl_enables_the_unit_offline_with_the_link_install_makes(
+    tmp_path: Path, home: Path
+) -> None:
     # systemd 252 refuses --user with --root ("Invalid argument"); --global is its offline
     # form of the same [Install] section, into DIR/etc/systemd/user.
     root = tmp_path / "root"
     (root / "etc/systemd/user").mkdir(parents=True)
     (root / "etc/systemd/user" / service.UNIT).write_text(units.systemd_unit(DAEMON))
-    done = subprocess.run(["systemctl", "--global", f"--root={root}", "enable", service.UNIT],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        ["systemctl", "--global", f"--root={root}", "enable", service.UNIT],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert (root / "etc/systemd/user/default.target.wants" / service.UNIT).is_symlink()
     service.install(on=service.platform(Manager(up=False), "linux"))
@@ -85,8 +94,10 @@ def test_a_unit_command_with_spaces_and_percent_is_quoted_for_systemd() -> None:
     assert 'ExecStart="/opt/my apps/python" -m localserve serve 50%%\n' in unit
 
 
-@pytest.mark.skipif(not shutil.which("desktop-file-validate"),
-                    reason="needs desktop-file-validate (apt-get install desktop-file-utils)")  # fmt: skip
+@pytest.mark.skipif(
+    not shutil.which("desktop-file-validate"),
+    reason="needs desktop-file-validate (apt-get install desktop-file-utils)",
+)
 def test_the_tray_autostart_entry_passes_desktop_file_validate(tmp_path: Path) -> None:
     entry = tmp_path / "localserve-tray.desktop"
     entry.write_text(units.autostart_entry(["/opt/my apps/python", "-m", "localserve_tray"]))

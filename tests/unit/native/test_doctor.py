@@ -23,8 +23,12 @@ def doctor(*args: str, state: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XDG_STATE_HOME": str(state), "NO_COLOR": "1"}
     return subprocess.run(
         [sys.executable, "-m", "localserve", "doctor", *args],
-        capture_output=True, text=True, env=env, timeout=DOCTOR_TIMEOUT_S, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=DOCTOR_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_doctor_exits_0_and_prints_the_cpu_and_llama_cpps_system_info(tmp_path: Path) -> None:
@@ -90,8 +94,9 @@ def test_vulkaninfo_lists_gpus_and_tells_software_renderers_apart() -> None:
     )
     gpus = hardware.parse_vulkaninfo(text)
     assert [(g.name, g.is_gpu) for g in gpus] == [
-        ("AMD Radeon RX 7900 XTX", True), ("llvmpipe (LLVM 15.0.7)", False),
-    ]  # fmt: skip
+        ("AMD Radeon RX 7900 XTX", True),
+        ("llvmpipe (LLVM 15.0.7)", False),
+    ]
 
 
 def test_doctor_recommends_a_build_for_this_cpu_when_llama_cpp_does_not_load() -> None:

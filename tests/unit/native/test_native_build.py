@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import shlex
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from localserve.cli import main
 from localserve.cli import native as native_cli
@@ -45,11 +45,24 @@ def test_the_cpu_noamx_recipe_adds_avx512_only_where_the_cpu_has_avx512f() -> No
 def test_the_build_bypasses_pips_wheel_cache_and_the_install_reinstalls() -> None:
     plan = recipes.plan(recipes.recipes()["cuda"], AVX2_ONLY)
     assert list(plan.wheel_command()) == [
-        sys.executable, "-m", "pip", "wheel", "--no-cache-dir", "--no-deps",
-        "-w", str(plan.wheel_dir), "llama-cpp-python==0.3.36",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-cache-dir",
+        "--no-deps",
+        "-w",
+        str(plan.wheel_dir),
+        "llama-cpp-python==0.3.36",
+    ]
     assert list(plan.install_command("x.whl")) == [
-        sys.executable, "-m", "pip", "install", "--force-reinstall", "--no-deps", "x.whl"
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--force-reinstall",
+        "--no-deps",
+        "x.whl",
     ]
     assert plan.env["CMAKE_ARGS"].startswith("-DGGML_CUDA=ON") and plan.env["FORCE_CMAKE"] == "1"
 
@@ -66,9 +79,16 @@ def test_the_vulkan_guard_wraps_its_lines_and_builds_the_instance_without_layer_
     (guard,) = recipes.recipes()["vulkan"].guards
     source = "\n".join(["a", guard.first, "b", guard.last, "c"])
     assert wheels.guarded(source, guard).split("\n") == [
-        "a", f"#if {guard.condition}", guard.first, "b", guard.last, "#else", guard.otherwise,
-        "#endif", "c",
-    ]  # fmt: skip
+        "a",
+        f"#if {guard.condition}",
+        guard.first,
+        "b",
+        guard.last,
+        "#else",
+        guard.otherwise,
+        "#endif",
+        "c",
+    ]
 
 
 def test_a_guard_whose_lines_are_gone_refuses_the_build() -> None:
@@ -161,5 +181,6 @@ def test_a_cuda_toolkit_without_cublas_takes_pypis(tmp_path: Path, monkeypatch) 
     assert cuda_toolkit.cmake_flags(tmp_path) == [
         f"-DCUDA_cublas_LIBRARY={wheel}/lib/libcublas.so.13",
         f"-DCUDA_cublasLt_LIBRARY={wheel}/lib/libcublasLt.so.13",
-        f"-DCMAKE_CUDA_FLAGS=-I{wheel}/include", f"-DCMAKE_CXX_FLAGS=-I{wheel}/include",
+        f"-DCMAKE_CUDA_FLAGS=-I{wheel}/include",
+        f"-DCMAKE_CXX_FLAGS=-I{wheel}/include",
     ]

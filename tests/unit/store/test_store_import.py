@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from localserve.store.importer import import_model, scan
 from localserve.formats import BadModelFile
+from localserve.store.importer import import_model, scan
 from localserve.store.library import Library
 from tests.support.store_support import smol_bytes, truncated_copy
 

@@ -7,16 +7,22 @@ from datetime import datetime, timedelta, timezone
 from localserve_tray.status import Status, read_state
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
-UP = {"status": "ok", "models": [], "loading": [], "pulling": [],
-      "devices": {"cpu": {"state": "running", "reason": None}}}  # fmt: skip
+UP = {
+    "status": "ok",
+    "models": [],
+    "loading": [],
+    "pulling": [],
+    "devices": {"cpu": {"state": "running", "reason": None}},
+}
 
 
 def loaded(name: str, in_flight: int = 0, pinned: bool = False, expires_in: float = 240) -> dict:
     return {
-        "name": f"{name}:latest", "size": 270 << 20,
+        "name": f"{name}:latest",
+        "size": 270 << 20,
         "expires_at": (NOW + timedelta(seconds=expires_in)).isoformat(),
         "localserve": {"device": "cpu", "in_flight": in_flight, "pinned": pinned},
-    }  # fmt: skip
+    }
 
 
 def test_a_daemon_with_nothing_loaded_is_idle() -> None:

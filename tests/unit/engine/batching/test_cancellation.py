@@ -8,12 +8,11 @@ import asyncio
 
 import pytest
 
-from tests.support.fakes import FakeBackend
-
 from localserve.engine.batching.embedding import EmbeddingJob
 from localserve.engine.batching.scheduler import Scheduler
 from localserve.engine.batching.sequence import Sequence, Status
 from localserve.ground.sampling import SamplingParams
+from tests.support.fakes import FakeBackend
 
 
 @pytest.fixture

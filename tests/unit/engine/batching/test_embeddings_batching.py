@@ -11,18 +11,16 @@ import asyncio
 import numpy as np
 import pytest
 
-from tests.support.fakes import WIDTH, FakeBackend
-
-from tests.support.fakes import LocalRunner
 from localserve.engine.batching.embedding import EmbeddingJob
-from localserve.server.embeddings import normalize, shorten
-from localserve.engine.workers.resident import ResidentModel
 from localserve.engine.batching.scheduler import Scheduler
 from localserve.engine.batching.sequence import Sequence
+from localserve.engine.workers.resident import ResidentModel
 from localserve.formats.gguf import embedding_rows
 from localserve.ground.errors import BadRequest, ContextOverflow
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.step import StepPlan
+from localserve.server.embeddings import normalize, shorten
+from tests.support.fakes import WIDTH, FakeBackend, LocalRunner
 
 
 class GenerateOnlyBackend(FakeBackend):

@@ -12,12 +12,11 @@ import time
 
 import pytest
 
-from tests.support.fakes import TOKEN, FakeRuntime
-
 from localserve.engine.batching.onnx_batcher import BatchPolicy, OnnxBatcher
 from localserve.engine.batching.sequence import Sequence, Status
 from localserve.ground.errors import QueueFull
 from localserve.ground.sampling import SamplingParams
+from tests.support.fakes import TOKEN, FakeRuntime
 
 
 @pytest.fixture

@@ -6,12 +6,15 @@ import asyncio
 
 import pytest
 
-from tests.support.fakes import TOKEN, FakeBackend
-
-from localserve.engine.batching.scheduler import MAX_DEFERRALS, PREFILL_TOKENS_WHILE_DECODING, Scheduler
+from localserve.engine.batching.scheduler import (
+    MAX_DEFERRALS,
+    PREFILL_TOKENS_WHILE_DECODING,
+    Scheduler,
+)
 from localserve.engine.batching.sequence import Sequence
 from localserve.ground.errors import ContextOverflow, QueueFull
 from localserve.ground.sampling import SamplingParams
+from tests.support.fakes import TOKEN, FakeBackend
 
 
 @pytest.fixture

@@ -3,9 +3,9 @@ cross-stream `seq_cp` moves the cells' bookkeeping at once and their data at the
 
 from __future__ import annotations
 
-from tests.support.fakes import FakeBackend
 from localserve.engine.batching.prompt_cache import PromptCache
 from localserve.engine.batching.slots import Slots
+from tests.support.fakes import FakeBackend
 
 SHARED = list(range(100, 140))  # a 40-token system prompt, say
 SAVED = list(range(500, 540))  # a conversation in the prompt cache

@@ -1,6 +1,7 @@
 """The residency rules of the ModelManager, specified with a fake loader, library and pool.
 
-Each test runs in milliseconds; tests/live/test_residency.py proves the same wiring with real models.
+Each test runs in milliseconds; tests/live/test_residency.py proves the same wiring with real
+models.
 Every fake model weighs 100 bytes unless a test says otherwise.
 """
 
@@ -12,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.fakes import FakeLibrary, FakeLoader, fake_pool, manager_settings
 from localserve.engine.residency.manager import ModelManager
 from localserve.ground.errors import DoesNotFit, LoadFailed, ModelBusy
+from tests.support.fakes import FakeLibrary, FakeLoader, fake_pool, manager_settings
 
 
 def manager(budget: int = 1000, sizes: dict[str, int] | None = None, **settings: Any):

@@ -13,13 +13,20 @@ from typing import Any
 
 import pytest
 
-from tests.support.fakes import FakeLibrary, FakeLoader, fake_gpu, fake_pool, layers_model, manager_settings
 from localserve.engine.residency.manager import ModelManager
 from localserve.engine.residency.placement import Pin, place
 from localserve.engine.residency.pools import device_pools, gpu_headroom
-from localserve_native.build_info import Device
 from localserve.ground.errors import BadRequest, ModelBusy
 from localserve.ground.units import GiB
+from localserve_native.build_info import Device
+from tests.support.fakes import (
+    FakeLibrary,
+    FakeLoader,
+    fake_gpu,
+    fake_pool,
+    layers_model,
+    manager_settings,
+)
 
 WHOLE = 1100  # 10 layers and the output, 100 bytes each
 
@@ -37,7 +44,10 @@ def run(scenario: Any) -> None:
     asyncio.run(asyncio.wait_for(scenario(), timeout=5))
 
 
-async def use(m: ModelManager, name: str, pin: Pin = Pin()) -> None:
+NO_PIN = Pin()
+
+
+async def use(m: ModelManager, name: str, pin: Pin = NO_PIN) -> None:
     async with m.acquire(name, pin=pin):
         pass
 
@@ -67,8 +77,9 @@ def test_a_model_that_does_not_fit_gets_the_largest_layer_count_that_does() -> N
 
 
 def test_offload_takes_the_output_layer_first_then_the_last_layers_as_llama_cpp_does() -> None:
-    estimate = replace(layers_model(0, n_layers=4, input_weights=50),
-                       layer_weights=(1, 2, 4, 8), output_weights=16)  # fmt: skip
+    estimate = replace(
+        layers_model(0, n_layers=4, input_weights=50), layer_weights=(1, 2, 4, 8), output_weights=16
+    )
     split = estimate.split(2)
     assert (split.device.weights, split.host.weights) == (16 + 8, 50 + 1 + 2 + 4)
     split = estimate.split(5)
@@ -185,10 +196,15 @@ def _gpu(name: str, free: int, kind: str = "gpu") -> Device:
 
 
 def test_every_gpu_gets_a_pool_after_the_cpus_discrete_before_integrated_then_by_free_memory():
-    pools = device_pools([_gpu("Vulkan0", 2 * GiB, "igpu"), _gpu("Vulkan1", 4 * GiB),
-                          _gpu("Vulkan2", 8 * GiB)], {"cpu": GiB})  # fmt: skip
+    pools = device_pools(
+        [_gpu("Vulkan0", 2 * GiB, "igpu"), _gpu("Vulkan1", 4 * GiB), _gpu("Vulkan2", 8 * GiB)],
+        {"cpu": GiB},
+    )
     assert [(p.device, p.backend_device) for p in pools] == [
-        ("cpu", None), ("gpu0", "Vulkan2"), ("gpu1", "Vulkan1"), ("gpu2", "Vulkan0")
+        ("cpu", None),
+        ("gpu0", "Vulkan2"),
+        ("gpu1", "Vulkan1"),
+        ("gpu2", "Vulkan0"),
     ]
 
 
@@ -208,7 +224,9 @@ def test_a_budget_for_a_device_that_is_not_here_is_refused():
 
 
 def test_the_cpu_device_ggml_reports_is_not_a_gpu_pool():
-    assert [p.device for p in device_pools([Device("CPU", "AMD EPYC", "cpu")], {"cpu": GiB})] == ["cpu"]
+    assert [p.device for p in device_pools([Device("CPU", "AMD EPYC", "cpu")], {"cpu": GiB})] == [
+        "cpu"
+    ]
 
 
 def test_a_reload_that_times_out_behind_a_busy_model_leaves_it_serving_as_it_was() -> None:

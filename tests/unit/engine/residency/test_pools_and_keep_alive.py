@@ -2,10 +2,9 @@
 
 import pytest
 
-from localserve.ground.errors import BadRequest
-from localserve.ground.units import parse_keep_alive
 from localserve.engine.residency.pools import MemoryPool
-from localserve.ground.units import parse_size
+from localserve.ground.errors import BadRequest
+from localserve.ground.units import parse_keep_alive, parse_size
 
 
 @pytest.mark.parametrize(

@@ -41,8 +41,10 @@ def test_each_format_gives_the_text_before_a_call_as_content_and_the_call_apart(
 
 
 def test_parallel_calls_come_apart_in_order() -> None:
-    text = ('<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>\n'
-            '<tool_call>\n{"name": "b", "arguments": {"x": 1}}\n</tool_call>')  # fmt: skip
+    text = (
+        '<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "b", "arguments": {"x": 1}}\n</tool_call>'
+    )
     assert split(text, HERMES)[2] == [("a", {}), ("b", {"x": 1})]
 
 
@@ -61,12 +63,18 @@ def test_text_without_tools_passes_through_whole() -> None:
 
 def test_a_think_block_at_the_start_is_thinking() -> None:
     assert split("<think>sky, light</think>\n\nRayleigh.", thinking=True) == (
-        "Rayleigh.", "sky, light", [])  # fmt: skip
+        "Rayleigh.",
+        "sky, light",
+        [],
+    )
 
 
 def test_a_prompt_that_opened_the_block_makes_the_first_text_thinking() -> None:
     assert split("sky, light</think>Rayleigh.", thinking=True, thinking_open=True) == (
-        "Rayleigh.", "sky, light", [])  # fmt: skip
+        "Rayleigh.",
+        "sky, light",
+        [],
+    )
 
 
 def test_an_unclosed_think_block_is_all_thinking() -> None:
@@ -82,13 +90,16 @@ def test_a_call_after_thinking_is_parsed() -> None:
     assert split(text, HERMES, thinking=True) == ("", "need weather", [("w", {})])
 
 
-@pytest.mark.parametrize("template, fmt", [
-    (None, GENERIC),
-    ("{% for m in messages %}{{ m.content }}{% endfor %}", GENERIC),
-    ("{% if tools %}<tool_call>{% endif %}", HERMES),
-    ("{% if tools %}[TOOL_CALLS]{% endif %}", MISTRAL),
-    ('{% if tools %}<|start_header_id|>"parameters"{% endif %}', LLAMA3),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "template, fmt",
+    [
+        (None, GENERIC),
+        ("{% for m in messages %}{{ m.content }}{% endfor %}", GENERIC),
+        ("{% if tools %}<tool_call>{% endif %}", HERMES),
+        ("{% if tools %}[TOOL_CALLS]{% endif %}", MISTRAL),
+        ('{% if tools %}<|start_header_id|>"parameters"{% endif %}', LLAMA3),
+    ],
+)
 def test_the_template_names_its_call_format(template, fmt) -> None:
     assert call_format(template) is fmt
 

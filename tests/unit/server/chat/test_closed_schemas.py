@@ -18,21 +18,34 @@ def test_an_object_without_properties_stays_open() -> None:
 
 
 def test_what_the_schema_says_of_other_properties_is_kept() -> None:
-    for key, value in (("additionalProperties", True), ("additionalProperties", {"type": "integer"}),
-                       ("patternProperties", {"^x": {}}), ("unevaluatedProperties", False)):
+    for key, value in (
+        ("additionalProperties", True),
+        ("additionalProperties", {"type": "integer"}),
+        ("patternProperties", {"^x": {}}),
+        ("unevaluatedProperties", False),
+    ):
         schema = closed({"type": "object", "properties": PROPS, key: value})
-        assert schema[key] == value and (key == "additionalProperties" or
-                                         "additionalProperties" not in schema)
+        assert schema[key] == value and (
+            key == "additionalProperties" or "additionalProperties" not in schema
+        )
 
 
 def test_nested_objects_are_closed_wherever_they_are() -> None:
     inner = {"type": "object", "properties": PROPS}
-    schema = closed({
-        "type": "object", "properties": {"a": inner, "b": {"type": "array", "items": inner}},
-        "$defs": {"c": inner}, "anyOf": [inner],
-    })  # fmt: skip
-    for part in (schema["properties"]["a"], schema["properties"]["b"]["items"],
-                 schema["$defs"]["c"], schema["anyOf"][0]):
+    schema = closed(
+        {
+            "type": "object",
+            "properties": {"a": inner, "b": {"type": "array", "items": inner}},
+            "$defs": {"c": inner},
+            "anyOf": [inner],
+        }
+    )
+    for part in (
+        schema["properties"]["a"],
+        schema["properties"]["b"]["items"],
+        schema["$defs"]["c"],
+        schema["anyOf"][0],
+    ):
         assert part["additionalProperties"] is False
 
 
@@ -44,5 +57,7 @@ def test_the_parts_of_an_all_of_stay_open_for_each_other() -> None:
 def test_the_clients_schema_is_not_changed() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "object", "properties": PROPS}}}
     closed(schema)
-    assert "additionalProperties" not in schema and "additionalProperties" not in \
-        schema["properties"]["a"]
+    assert (
+        "additionalProperties" not in schema
+        and "additionalProperties" not in schema["properties"]["a"]
+    )

@@ -8,8 +8,10 @@ from localserve.ground.errors import BadRequest
 from localserve.server.ollama.options import fit_prompt
 from localserve.server.ollama.template import render
 
-CHATML = ("{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}"
-          "<|im_start|>user\n{{ .Prompt }}<|im_end|>\n<|im_start|>assistant\n{{ .Response }}")
+CHATML = (
+    "{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}"
+    "<|im_start|>user\n{{ .Prompt }}<|im_end|>\n<|im_start|>assistant\n{{ .Response }}"
+)
 
 
 def test_fields_and_an_if_block_render_as_in_go() -> None:

@@ -1,0 +1,190 @@
+"""What several request bodies of /openapi.json share: the model, keep-alive, stop strings,
+messages, tools, sampling and Ollama's options, as server/http/validation.py checks them."""
+
+from __future__ import annotations
+
+from localserve.server.http.readers import ROLES
+from localserve.server.http.validation import MAX_STOP_CHARS, MAX_STOPS
+from localserve.server.openapi.shapes import (
+    FREE_OBJECT,
+    NAT,
+    STRING,
+    Schema,
+    array,
+    boolean,
+    integer,
+    nullable,
+    number,
+    obj,
+    one_of,
+    ref,
+    text,
+)
+
+NO_LIMIT = (1 << 31) - 1  # Ollama's "no limit" for its whole-number options
+SEED = (-(1 << 63), (1 << 64) - 1)
+
+# -- what several requests share ---------------------------------------------------------------
+
+MODEL = {"type": "string", "minLength": 1, "description": "a model's name", "examples": ["smollm2"]}
+MODEL_OR_NAME = {
+    "model": {**MODEL, "description": "the model's name; `name` is taken when it is missing"},
+    "name": {**text("the older name of `model`"), "examples": ["smollm2"]},
+}
+NAMED: Schema = {"anyOf": [{"required": ["model"]}, {"required": ["name"]}]}
+_SECONDS = r"-?[0-9]+(\.[0-9]+)?"
+KEEP_ALIVE = one_of(
+    {"type": "number"},
+    {"type": "string", "pattern": f"^({_SECONDS}|({_SECONDS}([mM]?[sS]|[mMhH]))+)$"},
+    {"type": "null"},
+    description="how long the model stays loaded after this request: seconds or a duration "
+    'such as "5m" or "1h30m"; 0 unloads it when its requests end; negative, or over 100 '
+    "years: for ever",
+)
+_STOP = {"type": "string", "maxLength": MAX_STOP_CHARS}
+STOP = one_of(
+    _STOP,
+    array(_STOP, maxItems=MAX_STOPS),
+    {"type": "null"},
+    description="text that ends the answer",
+)
+TOKEN_IDS = array(NAT, minItems=1, description="token ids, each below the model's vocabulary size")
+TEXT_PART = obj({"type": {"const": "text"}, "text": STRING}, ("type",))
+TOOL_CALL_IN = obj(
+    {
+        "id": text(),
+        "type": {"const": "function"},
+        "function": obj(
+            {
+                "name": STRING,
+                "arguments": one_of(
+                    {"type": "string", "description": "JSON text (OpenAI)"},
+                    {"type": "object", "description": "an object (Ollama)"},
+                    {"type": "null"},
+                ),
+            },
+            ("name",),
+        ),
+    },
+    ("function",),
+)
+MESSAGE = obj(
+    {
+        "role": {"enum": sorted(ROLES)},
+        "content": one_of(STRING, array(TEXT_PART), {"type": "null"}),
+        "name": text(),
+        "tool_calls": nullable(array(TOOL_CALL_IN)),
+        "tool_call_id": text("the call a tool message answers"),
+        "tool_name": text("the tool that answered (Ollama)"),
+    },
+    ("role",),
+)
+MESSAGES = array(ref("Message"), minItems=1)
+FUNCTION = obj(
+    {
+        "name": {"type": "string", "minLength": 1},
+        "description": text(),
+        "parameters": nullable({**FREE_OBJECT, "description": "a JSON Schema of the arguments"}),
+    },
+    ("name",),
+)
+TOOLS = nullable(
+    array(
+        obj({"type": {"const": "function"}, "function": FUNCTION}, ("function",)),
+        description="functions the answer may call, each name once",
+    )
+)
+TOOL_CHOICE = one_of(
+    {"enum": ["auto", "none", "required"]},
+    obj(
+        {"type": {"const": "function"}, "function": obj({"name": STRING}, ("name",))}, ("function",)
+    ),
+    {"type": "null"},
+    description="a named function must be one of `tools`",
+)
+TOOL_FIELDS = {"tools": TOOLS, "tool_choice": TOOL_CHOICE, "parallel_tool_calls": boolean(True)}
+RESPONSE_FORMAT = one_of(
+    obj({"type": {"enum": ["text", "json_object"]}}, ("type",)),
+    obj(
+        {
+            "type": {"const": "json_schema"},
+            "json_schema": obj({"name": STRING, "schema": FREE_OBJECT}, ("schema",)),
+        },
+        ("type", "json_schema"),
+    ),
+    {"type": "null"},
+)
+TEMPLATE_KWARGS = nullable(
+    {
+        **FREE_OBJECT,
+        "description": "more variables for the model's chat template",
+        "propertyNames": {
+            "not": {
+                "enum": ["messages", "tools", "add_generation_prompt", "bos_token", "eos_token"]
+            }
+        },
+    }
+)
+PENALTIES = {"presence_penalty": number(-2, 2, 0), "frequency_penalty": number(-2, 2, 0)}
+
+# OpenAI's sampling fields, with llama.cpp's top_k, min_p and repeat_penalty.
+OPENAI_SAMPLING = {
+    "n": integer(1, 1, 1, "only 1"),
+    "max_tokens": integer(1, 1 << 30, doc="at most a slot's context (a larger one is a 400)"),
+    "max_completion_tokens": integer(1, 1 << 30, doc="max_tokens' newer name, which wins"),
+    "logit_bias": nullable(
+        {
+            "type": "object",
+            "propertyNames": {"pattern": "^[0-9]+$"},
+            "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100},
+            "description": "a bias for each token id (below the vocabulary size); -100 bans it",
+        }
+    ),
+    "stop": STOP,
+    "temperature": number(0, 2, 0.8),
+    "top_p": number(0, 1, 0.95),
+    "top_k": integer(0, 1 << 20, 40),
+    "min_p": number(0, 1, 0.05),
+    **PENALTIES,
+    "repeat_penalty": number(0, 10, 1),
+    "seed": integer(*SEED),
+    "response_format": RESPONSE_FORMAT,
+    "stream": boolean(False),
+    "stream_options": nullable(obj({"include_usage": boolean(False)})),
+    "keep_alive": KEEP_ALIVE,
+}
+OLLAMA_OPTIONS = nullable(
+    obj(
+        {
+            "num_predict": integer(-2, NO_LIMIT, -1, "-1: until the window is full; -2: fill it"),
+            "num_ctx": integer(1, NO_LIMIT, doc="at most a slot's context (a larger one is a 400)"),
+            "num_keep": integer(-1, NO_LIMIT, 4),
+            "seed": integer(*SEED, default=-1),
+            "temperature": number(0, 10, 0.8),
+            "top_k": integer(0, NO_LIMIT, 40),
+            "top_p": number(0, 1, 0.9),
+            "min_p": number(0, 1, 0),
+            "repeat_last_n": integer(-1, NO_LIMIT, 64),
+            "repeat_penalty": number(0, 10, 1.1),
+            **PENALTIES,
+            "stop": STOP,
+            "num_gpu": integer(-1, NO_LIMIT, -1, "layers on a GPU; -1 leaves it to placement"),
+            "main_gpu": integer(0, 255, doc="which GPU, 0 first"),
+        }
+    )
+)
+OLLAMA_FORMAT = one_of(
+    {"enum": ["json", ""]},
+    FREE_OBJECT,
+    {"type": "null"},
+    description='"json", or a JSON Schema the answer follows',
+)
+THINK = one_of({"type": "boolean"}, {"enum": ["high", "medium", "low"]}, {"type": "null"})
+OLLAMA_COMMON = {
+    "model": MODEL,
+    "stream": boolean(True),
+    "format": OLLAMA_FORMAT,
+    "options": OLLAMA_OPTIONS,
+    "think": THINK,
+    "keep_alive": KEEP_ALIVE,
+}

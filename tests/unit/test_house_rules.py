@@ -1,0 +1,82 @@
+"""The house rules a reader relies on, checked on the tree itself: a file path that a comment, a
+docstring, pyproject.toml or a doc names is there; no module outgrows 400 lines; the formatter
+is never told to look away."""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import tokenize
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.support.helpers import REPO
+
+# A relative path with at least one folder and a file type of this repository's own.
+_PATH = re.compile(
+    r"(?<![\w./:-])((?:[\w.-]+/)+[\w.-]+\."
+    r"(?:py|toml|md|jinja|iss|spec|json|sh|txt|html|js|css|plist|service|desktop))\b"
+)
+MAX_LINES = 400
+
+
+def _tracked(*patterns: str) -> list[Path]:
+    out = subprocess.run(
+        ["git", "ls-files", *patterns], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    return [REPO / name for name in out if (REPO / name).exists()]
+
+
+def _notes(path: Path) -> Iterator[tuple[int, str]]:
+    """A Python file's comments and docstrings, with their lines; any other file whole."""
+    source = path.read_text(encoding="utf-8")
+    if path.suffix != ".py":
+        yield 1, source
+        return
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        docstring = token.type == tokenize.STRING and token.string.lstrip("rbuRBU").startswith(
+            ('"""', "'''")
+        )
+        if token.type == tokenize.COMMENT or docstring:
+            yield token.start[0], token.string
+
+
+def _exists(named: str, where: Path, tracked: list[Path]) -> bool:
+    """Named from the repository's root, from localserve/, or from any folder above the file
+    that names it (a face's module names the edge's modules from server/ down); a doc may name
+    a file from the folder its tree listing shows it in."""
+    roots = [REPO, REPO / "localserve", *where.parents]
+    if any((root / named).exists() for root in roots if root.is_relative_to(REPO)):
+        return True
+    return where.suffix == ".md" and any(str(p).endswith("/" + named) for p in tracked)
+
+
+def test_every_file_path_named_in_a_comment_pyproject_or_a_doc_exists() -> None:
+    files = _tracked("*.py", "pyproject.toml", "README.md", "docs/*.md")
+    tracked = _tracked()
+    missing = [
+        f"{path.relative_to(REPO)}:{line}: {named}"
+        for path in files
+        for line, text in _notes(path)
+        for named in _PATH.findall(text)
+        if not _exists(named, path, tracked)
+    ]
+    assert not missing, "named but not in the tree:\n" + "\n".join(missing)
+
+
+def test_no_module_is_over_400_lines() -> None:
+    sizes = {path: len(path.read_text(encoding="utf-8").splitlines()) for path in _tracked("*.py")}
+    over = [f"{p.relative_to(REPO)}: {n}" for p, n in sizes.items() if n > MAX_LINES]
+    assert not over, f"over {MAX_LINES} lines:\n" + "\n".join(over)
+
+
+def test_the_formatter_is_never_told_to_skip() -> None:
+    marker = "fmt: " + "skip"  # spelled apart, so that this file does not match itself
+    skipped = [
+        f"{p.relative_to(REPO)}:{i}"
+        for p in _tracked("*.py")
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if marker in line or "fmt: " + "off" in line
+    ]
+    assert not skipped, "formatter markers:\n" + "\n".join(skipped)
