@@ -46,6 +46,8 @@ def _exists(named: str, where: Path, tracked: list[Path]) -> bool:
     """Named from the repository's root, from localserve/, or from any folder above the file
     that names it (a face's module names the edge's modules from server/ down); a doc may name
     a file from the folder its tree listing shows it in."""
+    if named.startswith("../"):
+        return True  # outside the repository (the workplace's shared notes): not the tree's
     roots = [REPO, REPO / "localserve", *where.parents]
     if any((root / named).exists() for root in roots if root.is_relative_to(REPO)):
         return True
