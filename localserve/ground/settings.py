@@ -126,6 +126,12 @@ class Settings:
     )
     max_loaded_models: int = setting(0, WHOLE, "cap on resident models (0: no cap)")
     load_timeout: float = setting(120.0, SECONDS, "seconds a request waits for memory")
+    probe_timeout: float = setting(
+        120.0,
+        SECONDS,
+        "seconds the probe's throwaway worker has to load a model and decode a token "
+        "before its configuration counts as failed",
+    )
     max_pass_over: float = setting(
         10.0,
         SECONDS,

@@ -103,7 +103,7 @@ def test_killing_the_worker_ends_every_stream_with_the_cause_and_the_next_reques
 def test_a_worker_that_aborts_inside_a_step_fails_its_requests_and_restarts(daemon_factory) -> None:
     _, url = daemon_factory(
         ["--model", SMOL, "--parallel", "2", "--ctx", "512"],
-        env={"LOCALSERVE_TEST_ABORT_AT_STEP": "40"},
+        env={"LOCALSERVE_TEST_FAULT": "abort-at-step:40"},
     )
     client = openai_client(url)
     with pytest.raises(openai.APIError, match=r"the cpu engine stopped: signal SIGABRT \(abort\)"):
@@ -139,7 +139,7 @@ def test_models_on_another_device_keep_serving_while_the_first_restarts(
 def test_a_worker_that_dies_twice_at_the_same_point_marks_its_device_failed(daemon_factory) -> None:
     _, url = daemon_factory(
         ["--no-default-model", "--parallel", "2", "--ctx", "512"],
-        env={"LOCALSERVE_TEST_ABORT_AT_STEP": "3"},
+        env={"LOCALSERVE_TEST_FAULT": "abort-at-step:3"},
     )
     client = openai_client(url)
     for _ in range(2):
@@ -156,10 +156,26 @@ def test_a_worker_that_dies_twice_at_the_same_point_marks_its_device_failed(daem
 
 def test_the_probe_falls_back_when_the_first_configuration_dies(daemon_factory, tmp_path) -> None:
     state = tmp_path / "state"
-    env = {"XDG_STATE_HOME": str(state), "LOCALSERVE_TEST_DIE_WITH_EXTRA_BUFTS": "1"}
+    env = {"XDG_STATE_HOME": str(state), "LOCALSERVE_TEST_FAULT": "sigill-with-extra-bufts"}
     proc, url = daemon_factory(["--model", SMOL, "--parallel", "2", "--ctx", "512"], env=env)
     assert chat(openai_client(url), SMOL), "models load without the extra buffer types"
     verdicts = json.loads((state / "localserve" / "probe.json").read_text())
     (cpu,) = [build["cpu"] for build in verdicts["builds"].values()]
     assert cpu["use_extra_bufts"] is False and "SIGILL" in cpu["reason"]
-    assert "died with llama.cpp's extra buffer types" in Path(proc.log_path).read_text()
+    assert "failed with llama.cpp's extra buffer types" in Path(proc.log_path).read_text()
+
+
+def test_a_probe_that_hangs_is_a_failure_never_a_verdict_of_success(
+    daemon_factory, tmp_path
+) -> None:
+    state = tmp_path / "state"
+    env = {
+        "XDG_STATE_HOME": str(state),
+        "LOCALSERVE_TEST_FAULT": "hang-with-extra-bufts",
+        "LOCALSERVE_PROBE_TIMEOUT": "20",
+    }
+    proc, url = daemon_factory(["--model", SMOL, "--parallel", "2", "--ctx", "512"], env=env)
+    assert chat(openai_client(url), SMOL), "models load without the extra buffer types"
+    verdicts = json.loads((state / "localserve" / "probe.json").read_text())
+    (cpu,) = [build["cpu"] for build in verdicts["builds"].values()]
+    assert cpu["use_extra_bufts"] is False and "the decode hung" in cpu["reason"]

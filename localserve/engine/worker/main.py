@@ -32,17 +32,13 @@ from localserve.engine.batching.batcher import Batcher, Embedder
 from localserve.engine.batching.embedding import EmbeddingJob
 from localserve.engine.batching.sequence import Sequence
 from localserve.engine.worker.device_loop import DeviceLoop
+from localserve.engine.worker.faults import Fault
 from localserve.engine.worker.runtimes import Built, build_model
 from localserve.ground import messages as m
 from localserve.ground.errors import BadRequest, EngineError, ModelNotFound
 from localserve.ground.settings import Settings
 
 log = logging.getLogger("localserve.worker")
-
-# Test-only switches: a worker that aborts inside its Nth step, and one that dies as llama.cpp's
-# AMX kernels do (SIGILL on the first decode) when a model is loaded with extra buffer types.
-ABORT_AT_STEP = "LOCALSERVE_TEST_ABORT_AT_STEP"
-DIE_WITH_EXTRA_BUFTS = "LOCALSERVE_TEST_DIE_WITH_EXTRA_BUFTS"
 
 
 class Connection:
@@ -136,8 +132,7 @@ class Worker:
         self._jobs: dict[tuple[str, int], EmbeddingJob] = {}
         self._lock = threading.Lock()
         self._steps = 0
-        self._abort_at = int(os.environ.get(ABORT_AT_STEP, "0") or 0)
-        self._die_with_extra_bufts = bool(os.environ.get(DIE_WITH_EXTRA_BUFTS))
+        self._fault = Fault.from_env(os.environ)  # off unless a test sets it
         self._extra_bufts_models: set[str] = set()
 
     def serve(self) -> None:
@@ -282,10 +277,8 @@ class Worker:
 
     def count_step(self) -> None:
         self._steps += 1
-        if self._abort_at and self._steps >= self._abort_at:
-            _die(signal.SIGABRT)
-        if self._die_with_extra_bufts and self._extra_bufts_models:
-            _die(signal.SIGILL)
+        if self._fault.kind:
+            self._fault.at(self._steps, bool(self._extra_bufts_models))
 
     def _model(self, name: str) -> ResidentBatcher:
         with self._lock:
@@ -306,13 +299,6 @@ class Worker:
 
     def _in_thread(self, ref: int, ask: Callable[[], Any]) -> None:
         threading.Thread(target=self._answer, args=(ref, ask), daemon=True).start()
-
-
-def _die(sig: signal.Signals) -> None:
-    """The test switches' fault: the signal itself, with no traceback dump in the way (the
-    dump is best effort, and once turned a SIGILL into a SIGSEGV)."""
-    faulthandler.disable()  # puts back the default action, which Python leaves for these
-    os.kill(os.getpid(), sig)
 
 
 def failure(exc: BaseException) -> m.Failure:

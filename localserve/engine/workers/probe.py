@@ -7,6 +7,11 @@ them; if that worker dies, another tries without. The first configuration that s
 used, the log says why, and the verdict is kept per (llama.cpp build, CPU) in the state folder
 (native/verdicts.py), so a machine pays for the probe once per build: about the time of two
 worker starts and a load of the 100 MB model, one to two seconds here.
+
+A configuration survives only if its worker answered with a token. A worker that dies, reports
+an error, or sends nothing within `probe_timeout` seconds has failed: a hang is a failure, never a
+verdict of success. Where there is nothing to probe with (no embedded model), no verdict is
+kept: the default is used this time and the next start probes again.
 """
 
 from __future__ import annotations
@@ -27,21 +32,21 @@ from localserve_native import verdicts
 
 log = logging.getLogger(__name__)
 
-# Generous: a cold page cache and a busy machine make the probe's load slow, never wrong.
-PROBE_TIMEOUT_S = 120.0
-
 
 def extra_bufts_verdict(device: str, worker: WorkerProcess, settings: Settings) -> bool:
     """Whether `device` loads models with llama.cpp's extra buffer types; probes if need be.
 
     `worker` is the device's running worker: it names the build it runs (its build key)."""
-    key = str(worker.ask(m.Stats(0), timeout=PROBE_TIMEOUT_S)["build_key"])
+    key = str(worker.ask(m.Stats(0), timeout=settings.probe_timeout)["build_key"])
     known = verdicts.read(key).get(device)
     if known is not None:
         return known.use_extra_bufts
+    if embedded_path("smollm2") is None:
+        log.info("probe for %s: no embedded model to probe with; extra buffer types on", device)
+        return True
     t0 = time.perf_counter()
-    died = try_decode(device, settings, extra_bufts=True)
-    if died is None:
+    failed = try_decode(device, settings, extra_bufts=True)
+    if failed is None:
         verdict = verdicts.Verdict.now(
             device,
             True,
@@ -49,25 +54,25 @@ def extra_bufts_verdict(device: str, worker: WorkerProcess, settings: Settings) 
             time.perf_counter() - t0,
         )
     else:
-        died_too = try_decode(device, settings, extra_bufts=False)
-        if died_too is not None:
+        failed_too = try_decode(device, settings, extra_bufts=False)
+        if failed_too is not None:
             raise EngineStopped(
                 device,
-                f"the probe's worker died with llama.cpp's extra buffer types ({died}) "
-                f"and without them ({died_too}); see `localserve doctor`",
+                f"the probe's worker failed with llama.cpp's extra buffer types ({failed}) "
+                f"and without them ({failed_too}); see `localserve doctor`",
             )
         verdict = verdicts.Verdict.now(
             device,
             False,
-            f"with llama.cpp's extra buffer types the worker died of {died}; "
+            f"with llama.cpp's extra buffer types the worker failed: {failed}; "
             "without them it decoded",
             time.perf_counter() - t0,
         )
         log.warning(
-            "the %s engine died with llama.cpp's extra buffer types (%s): loading models without "
-            "them (`localserve doctor` names a build that needs no fallback)",
+            "the %s engine failed with llama.cpp's extra buffer types (%s): loading models "
+            "without them (`localserve doctor` names a build that needs no fallback)",
             device,
-            died,
+            failed,
         )
     log.info("probe for %s: %s (%.2f s)", device, verdict.reason, verdict.seconds)
     verdicts.write(key, verdict)
@@ -76,27 +81,48 @@ def extra_bufts_verdict(device: str, worker: WorkerProcess, settings: Settings) 
 
 def try_decode(device: str, settings: Settings, extra_bufts: bool) -> str | None:
     """Load the embedded SmolLM2 in a throwaway worker and decode one token: None if it did,
-    else how the worker died."""
+    else what went wrong (how the worker died, the error it reported, or that it hung)."""
     path = embedded_path("smollm2")
     if path is None:
-        return None  # nothing to probe with: trust the default
-    done = threading.Event()
+        raise FileNotFoundError("the embedded model is missing: nothing to probe with")
+    ended = threading.Event()
+    decoded: list[bool] = []
+    errors: list[str] = []
 
     def on_message(message: m.Step | m.Embedded) -> None:
-        if isinstance(message, m.Step) and any(o.finish_reason for o in message.outputs):
-            done.set()
+        if not isinstance(message, m.Step):
+            return
+        for output in message.outputs:
+            if output.error:
+                errors.append(output.error)
+            elif output.tokens or output.finish_reason:
+                decoded.append(True)  # a sampled token, or the end it made: a decode ran
+        if decoded or errors:
+            ended.set()
 
     small = replace(settings, parallel=1, ctx=256, prompt_cache=0, step_tokens=64)
-    worker = WorkerProcess(device, small, on_message, lambda w, cause: done.set(), worker_env())
-    cause: str | None = None
+    worker = WorkerProcess(device, small, on_message, lambda w, cause: ended.set(), worker_env())
+    started = time.monotonic()
     try:
-        worker.ask(m.Load(0, ModelRef("probe", path), 0, extra_bufts), PROBE_TIMEOUT_S)
+        timeout = settings.probe_timeout
+        worker.ask(m.Load(0, ModelRef("probe", path), 0, extra_bufts), timeout)
         params = SamplingParams(temperature=0.0, max_tokens=1)
-        worker.ask(m.Submit(0, "probe", 1, params, "prompt", [1, 2, 3]), PROBE_TIMEOUT_S)
-        done.wait(PROBE_TIMEOUT_S)
-    except EngineStopped:
-        pass
+        worker.ask(m.Submit(0, "probe", 1, params, "prompt", [1, 2, 3]), timeout)
+        ended.wait(max(0.0, timeout - (time.monotonic() - started)))
+    except (EngineStopped, TimeoutError):
+        pass  # judged below, from what the worker did
     finally:
         cause = worker.cause
         worker.stop()
-    return cause
+    return verdict_of(cause, bool(decoded), errors, time.monotonic() - started)
+
+
+def verdict_of(cause: str | None, decoded: bool, errors: list[str], seconds: float) -> str | None:
+    """None only for a worker that decoded a token; else why the configuration failed."""
+    if cause is not None:
+        return cause
+    if errors:
+        return f"the decode failed: {errors[0]}"
+    if not decoded:
+        return f"no token within {seconds:.0f} s: the decode hung"
+    return None
