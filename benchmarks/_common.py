@@ -273,19 +273,43 @@ def versions() -> str:
     return ", ".join(f"{p} {version(p)}" for p in ("localserve", "llama_cpp_python"))
 
 
+def dated() -> list[str]:
+    """A section's first facts: when it was measured, and the code it measured, so that a
+    section left from long ago shows its age."""
+    now = f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC"
+    return [f"- Date: {now}", f"- Code: {code_version()}"]
+
+
+def code_version() -> str:
+    """The commit of the tree these benchmarks run from, and whether it had changes."""
+    git = ["git", "-C", str(REPO)]
+    try:
+        head = subprocess.run(
+            [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            [*git, "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return f"commit `{head}`" + (" with uncommitted changes" if dirty else "")
+
+
 def publish(
     markers: tuple[str, str], title: str, facts: list[str], table: list[str], write: bool
 ) -> None:
     """A section of docs/benchmarks.md: its title, the date and machine, then `facts` (lines
     of the list under them) and `table`; printed, and written unless `write` is false."""
     start, end = markers
-    now = f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC"
     section = "\n".join(
         [
             start,
             title,
             "",
-            f"- Date: {now}",
+            *dated(),
             f"- Machine: {machine()}",
             *(f"- {fact}" for fact in facts),
             "",

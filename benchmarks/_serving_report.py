@@ -4,7 +4,6 @@ the sections of docs/benchmarks.md."""
 
 from __future__ import annotations
 
-import datetime as dt
 import platform
 import shlex
 import statistics
@@ -12,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks import _serving_servers
-from benchmarks._common import Results, Sample, machine, versions
+from benchmarks._common import Results, Sample, dated, machine, versions
 from benchmarks._serving_servers import BASE, BASELINES, NO_METRICS
 
 START, END = "<!-- bench_serving:start -->", "<!-- bench_serving:end -->"
@@ -101,7 +100,7 @@ def section(
             else "## Serving throughput and latency (`bench_serving.py`)"
         ),
         "",
-        f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
+        *dated(),
         f"- Machine: {machine()}",
         f"- Versions: {versions()}, Python {platform.python_version()}",
         f"- Model: `{Path(model_path).name}`",

@@ -8,9 +8,13 @@ import argparse
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchmarks._common import serve_command
 from tests.support.daemons import TimedOut, load_counts, poll, resident
+
+if TYPE_CHECKING:  # the workload reads the daemons' caches: only the type comes back
+    from benchmarks._soak_workload import Request
 
 CTX = 1024
 FREE_TIMEOUT_S = 30.0
@@ -125,6 +129,7 @@ class Daemon:
     caches: list[tuple[int, int]] = field(default_factory=list)  # prompt caches: bytes, limit
     loads: int = 0  # model loads during its traffic
     log: list[str] = field(default_factory=list)  # its log's lines at WARNING or above
+    warmup_errors: list[Request] = field(default_factory=list)  # its warm-up's failed requests
 
 
 def daemon_cmd(

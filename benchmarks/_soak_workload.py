@@ -207,11 +207,12 @@ def series(reqs: list[Request], t0: float, t1: float, bucket_s: float) -> list[t
 
 async def warm_up(
     base: str, models: list[str], args: argparse.Namespace, seconds: float = 0.0, most: float = 0.0
-) -> float:
+) -> tuple[float, list[Request]]:
     """Every kind of request once per model, then `seconds` of the run's own traffic, and more
     (in steps of a tenth of `most`) until the prompt caches are nearly full or `most` seconds
     have passed: the slots' KV pages are in use and the caches have stopped growing before RSS
-    is read. Returns the seconds of traffic."""
+    is read. Returns the seconds of traffic and its requests that failed: the run's errors
+    count them too, since a warm-up that hides errors would hide a daemon's early failures."""
     async with client_session() as session:
         for model in models:
             for kind in KINDS:
@@ -232,6 +233,7 @@ async def warm_up(
         if held >= CACHE_FULL * limit:
             break
         reqs += (await traffic(base, models, next(rounds), most / 10, args))[0]
-    for outcome, n in Counter(r.outcome for r in reqs if r.error).most_common():
+    failed = [r for r in reqs if r.error]
+    for outcome, n in Counter(r.outcome for r in failed).most_common():
         print(f"  warm-up error: {n} x {outcome}", flush=True)
-    return time.monotonic() - t0
+    return time.monotonic() - t0, failed

@@ -4,14 +4,22 @@ both parts (mixed traffic; cold loads and memory) and their tables in docs/bench
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import platform
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import BASE_SUFFIX, Results, Sample, div, machine, percentile, versions
+from benchmarks._common import (
+    BASE_SUFFIX,
+    Results,
+    Sample,
+    dated,
+    div,
+    machine,
+    percentile,
+    versions,
+)
 
 START, END = "<!-- bench_swap:start -->", "<!-- bench_swap:end -->"
 MiB = 1 << 20
@@ -207,7 +215,7 @@ def section(
         START,
         "## Model swapping (`bench_swap.py`)",
         "",
-        f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
+        *dated(),
         f"- Machine: {machine()}",
         f"- Versions: {versions()}, Python {platform.python_version()}",
         "- Models: "

@@ -8,8 +8,9 @@ inputs (default 256) three ways through Ollama's /api/embed:
 - N requests of one input each, sent one after the other (the baseline).
 
 The first two share decode calls in the model's batcher; the baseline runs one input per call.
-Each way runs `--rounds` times; we report the best round (the machine is shared and noisy),
-print a table as we go and (unless --no-write) update docs/benchmarks.md.
+The ways take turns, `--rounds` times (so that the machine's drift falls on each alike); we
+report each way's median round, with every round's errors counted, print a table as we go
+and (unless --no-write) update docs/benchmarks.md.
 
     python -m benchmarks.bench_embeddings                             # full run, writes the doc
     python -m benchmarks.bench_embeddings --inputs 32 --rounds 1 --no-write   # smoke
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import os
 import platform
 import shlex
@@ -36,6 +36,7 @@ from benchmarks._common import (
     cli,
     client_session,
     command,
+    dated,
     div,
     free_port,
     machine,
@@ -118,21 +119,26 @@ async def run_ways(base: str, n: int, concurrency: int, rounds: int) -> list[Way
         (f"{concurrency} concurrent requests", lambda s: concurrent(s, base, texts, concurrency)),
         ("one input per request, sequential", lambda s: sequential(s, base, texts)),
     ]
-    results = []
+    rounds_of: dict[str, list[Way]] = {name: [] for name, _ in ways}
     async with client_session() as session:
         await embed(session, base, texts[:4])  # warm-up: the first decode builds the graph
-        for name, go in ways:
-            best: Way | None = None
-            for _ in range(rounds):
+        for _ in range(rounds):
+            for name, go in ways:
                 t0 = time.perf_counter()
                 requests, got = await go(session)
                 way = Way(name, requests, n, time.perf_counter() - t0, n - got)
-                if best is None or way.wall_s < best.wall_s:
-                    best = way
-            assert best is not None
-            print(row(best, None), flush=True)
-            results.append(best)
-    return results
+                print(row(way, None), flush=True)
+                rounds_of[name].append(way)
+    return [median_way(done) for done in rounds_of.values()]
+
+
+def median_way(rounds: list[Way]) -> Way:
+    """The way's median wall time (the lower middle of an even count, a round that really
+    ran), with the errors of all its rounds."""
+    middle = sorted(rounds, key=lambda w: w.wall_s)[(len(rounds) - 1) // 2]
+    return Way(
+        middle.name, middle.requests, middle.inputs, middle.wall_s, sum(w.errors for w in rounds)
+    )
 
 
 HEADER = (
@@ -156,14 +162,15 @@ def section(ways: list[Way], argv: list[str], threads: int) -> str:
             START,
             "## Embeddings throughput (`bench_embeddings.py`)",
             "",
-            f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
+            *dated(),
             f"- Machine: {machine()}",
             f"- Versions: {versions()}, Python {platform.python_version()}",
             f"- Model: `{MODEL}` (mean-pooled hidden states), `--parallel 16 --ctx 512 "
             f"--threads {threads}`",
             f"- Command: `{shlex.join(argv)}`",
             "",
-            "Short inputs (about ten tokens) through Ollama's /api/embed; best of the rounds. "
+            "Short inputs (about ten tokens) through Ollama's /api/embed; the median of the "
+            "rounds, which took turns; errors are those of all rounds. "
             "Batched ways share decode calls: each embedding step fills the free slots, up to the "
             "step's row bound (84 rows for SmolLM2).",
             "",

@@ -13,7 +13,6 @@ is < 1 % CPU and < 150 MB RSS in total with no model loaded.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import shlex
 import tempfile
 import time
@@ -21,7 +20,16 @@ from pathlib import Path
 
 import psutil
 
-from benchmarks._common import cli, command, free_port, machine, running, serve_command, write_doc
+from benchmarks._common import (
+    cli,
+    command,
+    dated,
+    free_port,
+    machine,
+    running,
+    serve_command,
+    write_doc,
+)
 from tests.support.daemons import get_json, post_json, resident
 
 START, END = "<!-- bench_idle:start -->", "<!-- bench_idle:end -->"
@@ -87,7 +95,7 @@ def main(argv: list[str]) -> int:
                 START,
                 "## Idle cost (`bench_idle.py`)",
                 "",
-                f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
+                *dated(),
                 f"- Machine: {machine()}",
                 f"- Command: `{shlex.join(command(__file__, argv))}`",
                 f"- Each state: {args.seconds:g} s of nothing; RSS and CPU of the daemon and its "

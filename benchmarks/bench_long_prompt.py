@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import os
 import platform
 import shlex
@@ -29,6 +28,7 @@ from benchmarks._common import (
     cli,
     client_session,
     command,
+    dated,
     free_port,
     machine,
     running,
@@ -168,7 +168,7 @@ def main(argv: list[str]) -> int:
                 START,
                 "## Long prompts next to running streams (`bench_long_prompt.py`)",
                 "",
-                f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
+                *dated(),
                 f"- Machine: {machine()}",
                 f"- Versions: {versions()}, Python {platform.python_version()}",
                 f"- Command: `{shlex.join(command(__file__, argv))}`",

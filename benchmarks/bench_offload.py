@@ -12,12 +12,11 @@ manager reserves before a load; the buffers are llama.cpp's "buffer size" lines,
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import cli, free_port, machine, running, serve_command, write_doc
+from benchmarks._common import cli, dated, free_port, machine, running, serve_command, write_doc
 from tests.support import vulkan_support
 from tests.support.daemons import resident
 
@@ -75,7 +74,8 @@ def main(argv: list[str]) -> int:
                     rows += new
     doc = (
         f"{START}\n## Offload: estimates per device (`bench_offload.py`)\n\n"
-        f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n"
+        + "\n".join(dated())
+        + "\n"
         f"- Machine: {machine()}; the device is lavapipe (Mesa's CPU Vulkan driver)\n"
         "- Command: `python -m benchmarks.bench_offload`\n"
         "- Each model alone in a daemon at `--parallel 2 --ctx 512`. Estimate: what the pool "

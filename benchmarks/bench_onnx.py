@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import platform
 import shlex
 import tempfile
@@ -34,6 +33,7 @@ from benchmarks._common import (
     Sample,
     cli,
     client_session,
+    dated,
     div,
     free_port,
     machine,
@@ -180,7 +180,7 @@ def section(rows: dict[str, tuple[float, int]], argv: list[str], smoke: bool) ->
         "## ONNX dynamic batching (`bench_onnx.py`)"
         + (" — SMOKE RUN, not a figure" if smoke else ""),
         "",
-        f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}",
+        *dated(),
         f"- Machine: {machine()}",
         f"- Versions: localserve {version('localserve')}, onnxruntime-genai "
         f"{version('onnxruntime-genai')}, Python {platform.python_version()}",

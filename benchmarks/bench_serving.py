@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import statistics
@@ -113,21 +114,43 @@ async def bench_server(
     max_tokens: int,
     cold: bool,
     turn: int = 0,
+    scrape_s: float = 0.0,
 ) -> list[Level]:
     async with client_session() as session:
         model = await model_id(session, base)
         warm = await stream_chat(session, base, model, PROMPTS[0], min(16, max_tokens))
         if warm.error:
             raise RuntimeError(f"{server} warm-up failed: {warm.error}")
+        scraper = asyncio.create_task(scrape(session, base, scrape_s)) if scrape_s else None
         results = []
-        for c in levels:
-            level = await run_level(session, server, base, model, c, rounds, max_tokens, cold)
-            level.round = turn
-            print(row(level), flush=True)
-            for error in sorted({s.error for s in level.samples if s.error}):
-                print(f"  {server} error: {error}", flush=True)
-            results.append(level)
+        try:
+            for c in levels:
+                level = await run_level(session, server, base, model, c, rounds, max_tokens, cold)
+                level.round = turn
+                print(row(level), flush=True)
+                for error in sorted({s.error for s in level.samples if s.error}):
+                    print(f"  {server} error: {error}", flush=True)
+                results.append(level)
+        finally:
+            if scraper is not None:
+                # A scrape that failed fails the run, rather than going unseen.
+                failed = scraper.done() and scraper.exception()
+                scraper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await scraper
+                if failed:
+                    raise failed
         return results
+
+
+async def scrape(session: aiohttp.ClientSession, base: str, every_s: float) -> None:
+    """GET /metrics every `every_s` seconds, as the web page does while it is open, so that
+    the "on" half pays for rendering the metrics, not only for keeping them."""
+    while True:
+        async with session.get(f"{base}/metrics") as response:
+            response.raise_for_status()
+            await response.read()
+        await asyncio.sleep(every_s)
 
 
 # --- main ----------------------------------------------------------------------------
@@ -173,8 +196,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         type=int,
         default=0,
         metavar="N",
-        help=f"instead: {NO_METRICS} then localserve, N pairs; the median of the "
-        "pairs' tok/s ratios (a section of its own)",
+        help=f"instead: N pairs of {NO_METRICS} and localserve, in alternating order, with "
+        "/metrics scraped every --scrape seconds while it is on; the median and spread of "
+        "the pairs' tok/s ratios (a section of its own; at least 7 pairs to write it)",
+    )
+    p.add_argument(
+        "--scrape",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="with --metrics-overhead: seconds between scrapes of /metrics (the web page's "
+        "period); 0 for none",
     )
     p.add_argument(
         "--llama-server",
@@ -197,7 +229,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if not args.baseline_tree and BASE in args.servers:
         args.servers.remove(BASE)
     if args.metrics_overhead:
-        args.servers = [NO_METRICS, "localserve"] * args.metrics_overhead
+        if args.metrics_overhead < 7 and not args.no_write:
+            p.error("--metrics-overhead needs at least 7 pairs to write its section")
+        # Alternating order: off-on, on-off, ... so that neither side always runs first.
+        pair = [NO_METRICS, "localserve"]
+        args.servers = [
+            s for i in range(args.metrics_overhead) for s in (pair if i % 2 == 0 else pair[::-1])
+        ]
     unknown = set(args.servers) - {*SERVERS, NO_METRICS}
     if unknown:
         p.error(f"unknown server(s): {', '.join(sorted(unknown))}")
@@ -228,6 +266,7 @@ def main(argv: list[str]) -> int:
                             args.max_tokens,
                             args.cold,
                             turn,
+                            args.scrape if args.metrics_overhead and server == "localserve" else 0,
                         )
                     )
     if args.metrics_overhead:
@@ -247,13 +286,16 @@ def report_overhead(
     levels: list[Level], args: argparse.Namespace, argv: list[str], model_path: str
 ) -> int:
     lines = [
-        "| concurrency | on / off, each pair | median | target >= 0.98x |",
-        "|---:|---|---:|---|",
+        "| concurrency | on / off, each pair | median | spread (min-max) | interquartile "
+        "| target >= 0.98x |",
+        "|---:|---|---:|---:|---:|---|",
     ]
     for c, ratios in overhead_ratios(levels).items():
         median = statistics.median(ratios)
+        q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (median,) * 3
         lines.append(
             f"| {c} | {', '.join(f'{r:.2f}' for r in ratios)} | {median:.2f}x | "
+            f"{min(ratios):.2f}-{max(ratios):.2f} | {q1:.2f}-{q3:.2f} | "
             f"{'met' if median >= 0.98 else 'missed'} |"
         )
     table = "\n".join(lines)
@@ -267,8 +309,10 @@ def report_overhead(
         text = section(levels, cmd, model_path, False, (METRICS_START, METRICS_END), title)
         text = text.replace(
             METRICS_END,
-            f"\nEach pair is a run with /metrics off, then one "
-            f"with it on; the ratio is on over off.\n\n{table}\n{METRICS_END}",
+            f"\nEach pair is a run with /metrics off and one with it on, in alternating "
+            f"order (off first in odd pairs, on first in even ones); while it is on, /metrics "
+            f"is scraped every {args.scrape:g} s, as the web page does. The ratio is on over "
+            f"off.\n\n{table}\n{METRICS_END}",
         )
         write_doc(text, METRICS_START, METRICS_END)
     return 0

@@ -15,7 +15,8 @@ Not run in CI. Three phases of --minutes / 3 each, all traffic to 127.0.0.1:
 
 Reported: errors by kind (a client that leaves is not one), tokens/s over time, the RSS of each
 daemon and engine worker after its warm-up and at its end, and slots free at the end of each
-daemon's traffic; then the issue's figures: 0 errors, A's RSS drift < 5 % after warm-up, every
+daemon's traffic; then the issue's figures: 0 errors (the warm-ups' counted), A's and B's RSS
+drift < 5 % after warm-up, every
 slot free at the end, tokens/s over A's last five minutes >= 0.95x its first five.
 
 The traffic is in _soak_workload.py, what is read of the daemons in _soak_daemons.py, and the
@@ -175,7 +176,7 @@ def main(argv: list[str]) -> int:
                     f"{args.warmup:g}-{args.warmup_max:g} s",
                     flush=True,
                 )
-                args.warmed_s = asyncio.run(
+                args.warmed_s, a.warmup_errors = asyncio.run(
                     warm_up(base_a, a.models, args, args.warmup, args.warmup_max)
                 )
                 a.start = processes(a.pid)
@@ -191,7 +192,7 @@ def main(argv: list[str]) -> int:
                         f"{', '.join(resident(base_b))}",
                         flush=True,
                     )
-                    asyncio.run(warm_up(base_b, b.models, args))
+                    _, b.warmup_errors = asyncio.run(warm_up(base_b, b.models, args))
                     b.start = processes(b.pid)
                     b.caches.append(prompt_caches(base_b))
                     phases.append(phase(b, base_b, 2, "2: swapping", args))
