@@ -292,7 +292,11 @@ def report_overhead(
     ]
     for c, ratios in overhead_ratios(levels).items():
         median = statistics.median(ratios)
-        q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (median,) * 3
+        q1, _, q3 = (
+            statistics.quantiles(ratios, n=4, method="inclusive")
+            if len(ratios) > 1
+            else (median,) * 3
+        )
         lines.append(
             f"| {c} | {', '.join(f'{r:.2f}' for r in ratios)} | {median:.2f}x | "
             f"{min(ratios):.2f}-{max(ratios):.2f} | {q1:.2f}-{q3:.2f} | "
