@@ -253,8 +253,9 @@ def section(run: Run, argv: list[str]) -> str:
             "and its workers in the phase, llama.cpp's spinning threads included; it moves less "
             "than tok/s when other work shares the cores. RSS: VmRSS from /proc, after the "
             "warm-up and at the end; anon: RssAnon, the part that is not mapped files (the "
-            "weights). B's processes are judged as A's: its warm-up has already loaded each model "
-            "once, so the swaps after it should need no more memory than the first ones. "
+            "weights). B's processes are judged as A's, each time read with the larger model "
+            "resident (one request to it first): its warm-up has already loaded each model once, "
+            "so the swaps after it should need no more memory than the first ones. "
             "Slots free: /api/ps `slots` less `running`, with nothing queued or in flight.",
             "",
             *tables(run),

@@ -205,6 +205,22 @@ def series(reqs: list[Request], t0: float, t1: float, bucket_s: float) -> list[t
 # --- warm-up -------------------------------------------------------------------------
 
 
+async def make_resident(base: str, model: str) -> None:
+    """One short request to `model`, so that a swapping daemon holds it when its memory is
+    read: RSS after warm-up and at the end then compare like with like."""
+    async with client_session() as session:
+        kind = KINDS[0]
+        req = await stream(
+            session,
+            base,
+            Request(0, model, kind),
+            payload(kind, model, PROMPTS[0], 8, 0.0, 0),
+            None,
+        )
+        if req.error:
+            raise RuntimeError(f"a request to {model} failed: {req.outcome}")
+
+
 async def warm_up(
     base: str, models: list[str], args: argparse.Namespace, seconds: float = 0.0, most: float = 0.0
 ) -> tuple[float, list[Request]]:

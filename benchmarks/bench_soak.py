@@ -58,7 +58,7 @@ from benchmarks._soak_daemons import (
     slots_at_end,
 )
 from benchmarks._soak_report import END, START, MiB, Phase, Run, mib, section, tables
-from benchmarks._soak_workload import run_traffic, warm_up
+from benchmarks._soak_workload import make_resident, run_traffic, warm_up
 from benchmarks._swap_servers import server_env
 from tests.support.daemons import resident, stats
 
@@ -132,11 +132,21 @@ def serve(
     )
 
 
-def phase(d: Daemon, base: str, number: int, name: str, args: argparse.Namespace) -> Phase:
-    """One phase of traffic on daemon `d`; then its slots, loads and RSS at the end."""
+def phase(
+    d: Daemon,
+    base: str,
+    number: int,
+    name: str,
+    args: argparse.Namespace,
+    hold: str | None = None,
+) -> Phase:
+    """One phase of traffic on daemon `d`; then its slots, loads and RSS at the end (with the
+    model `hold` resident, on a daemon that swaps)."""
     before, cpu = loads_total(base), cpu_seconds(d.pid)
     reqs, t0, t1 = run_traffic(base, d.models, number, args.phase_s, args)
     d.slots = slots_at_end(base)
+    if hold is not None:
+        asyncio.run(make_resident(base, hold))
     d.loads += loads_total(base) - before
     d.end = processes(d.pid)
     d.caches.append(prompt_caches(base))
@@ -193,9 +203,13 @@ def main(argv: list[str]) -> int:
                         flush=True,
                     )
                     _, b.warmup_errors = asyncio.run(warm_up(base_b, b.models, args))
+                    # B's worker holds one model at a time: read it with the larger one both
+                    # times, as what it holds decides most of its RSS.
+                    larger = max(ps, key=lambda m: ps[m]["localserve"]["memory_estimate"]["total"])
+                    asyncio.run(make_resident(base_b, larger))
                     b.start = processes(b.pid)
                     b.caches.append(prompt_caches(base_b))
-                    phases.append(phase(b, base_b, 2, "2: swapping", args))
+                    phases.append(phase(b, base_b, 2, "2: swapping", args, hold=larger))
                 phases.append(phase(a, base_a, 3, "3: both resident", args))
             a.log, b.log = notable(logdir / "A.log"), notable(logdir / "B.log")
         except (RuntimeError, OSError):
