@@ -161,7 +161,7 @@ class Settings:
         None,
         SECRET,
         "a key every request must send (Authorization: Bearer KEY, or X-Api-Key) "
-        "but /health, / and /api/version",
+        "but /health, /, /api/version and the web page (/ui and its files)",
         unset="none: on loopback any key or none is taken",
     )
     admin_key: str | None = setting(

@@ -6,6 +6,8 @@ Requests are plain HTTP with the headers a browser or an attacker would send."""
 from __future__ import annotations
 
 import json
+import socket
+from urllib.parse import urlsplit
 
 import openai
 import pytest
@@ -54,11 +56,43 @@ def test_a_foreign_host_header_is_refused_on_streaming_endpoints(daemon_url, pat
 
 @pytest.mark.parametrize(
     "host",
-    ["localhost", "localhost:11434", "127.0.0.1:8080", "[::1]:11434", "app.localhost", "127.1.2.3"],
+    [
+        "localhost",
+        "localhost:11434",
+        "127.0.0.1:8080",
+        "[::1]:11434",
+        "app.localhost",
+        "127.1.2.3",
+        "localhost.",
+        "127.1",
+        "[::ffff:127.0.0.1]",
+    ],
 )
 def test_local_host_names_are_served(daemon_url, host) -> None:
     status, _, _ = get(daemon_url, "/api/tags", Host=host)
     assert status == 200
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0:11434", "127.0.0.1.nip.io", "localhost.evil.com"])
+def test_names_that_only_resolve_to_loopback_are_a_403(daemon_url, host) -> None:
+    status, _, body = get(daemon_url, "/v1/models", Host=host)
+    assert status == 403 and body["error"]["param"] == "allowed_hosts"
+
+
+@pytest.mark.parametrize(
+    "host", ["localhost:80@evil.com", "evil.com#.localhost", "localhost:99999"]
+)
+def test_a_host_header_that_is_no_host_and_port_is_a_400(daemon_url, host) -> None:
+    status, _, body = get(daemon_url, "/api/tags", Host=host)
+    assert status == 400 and "is not a host name and port" in body["error"]
+
+
+def test_two_host_headers_are_a_400(daemon_url) -> None:
+    """RFC 9110 wants it; aiohttp's parser answers before the guard sees the request."""
+    address = urlsplit(daemon_url)
+    with socket.create_connection((address.hostname, address.port), timeout=30) as conn:
+        conn.sendall(b"GET /api/tags HTTP/1.1\r\nHost: localhost\r\nHost: evil.com\r\n\r\n")
+        assert conn.recv(64).split(b" ")[1] == b"400"
 
 
 def test_a_host_the_operator_adds_is_served(daemon_factory) -> None:
@@ -106,6 +140,13 @@ def test_a_preflight_from_an_allowed_origin_names_it_and_the_methods(daemon_url,
     assert headers["Access-Control-Allow-Origin"] == origin != "*"
     assert "POST" in headers["Access-Control-Allow-Methods"]
     assert "x-stainless-os" in headers["Access-Control-Allow-Headers"]
+
+
+@pytest.mark.parametrize("origin", ["null", "http://localhost:3000/path", "http://0.0.0.0:3000"])
+def test_an_origin_no_local_page_sends_is_a_403(daemon_url, origin) -> None:
+    status, headers, body = get(daemon_url, "/api/tags", Origin=origin)
+    assert status == 403 and "origins" in body["error"]
+    assert "Access-Control-Allow-Origin" not in headers
 
 
 def test_a_preflight_from_a_foreign_origin_is_a_403(daemon_url) -> None:
@@ -161,8 +202,8 @@ def test_with_a_key_the_key_opens_the_api(keyed, header) -> None:
     assert get(keyed, "/api/tags", **header)[0] == 200
 
 
-def test_health_root_and_version_need_no_key(keyed) -> None:
-    for path in ("/health", "/", "/api/version"):
+def test_health_root_version_and_the_web_page_need_no_key(keyed) -> None:
+    for path in ("/health", "/", "/api/version", "/ui/", "/ui/ui.js"):
         assert get(keyed, path)[0] == 200, path
 
 

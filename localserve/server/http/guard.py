@@ -3,15 +3,16 @@
 A local server listens where every web page the user opens can reach it:
 - **Host.** A page on evil.example can re-resolve its name to 127.0.0.1 (DNS rebinding, as in
   Ollama's CVE-2024-28224) and read our answers; bound to loopback, only local names are served.
+  Host and Origin are read by the WHATWG URL standard, as the browser read them (hosts.py).
 - **Origin.** A page can POST a "simple" request (text/plain) without any CORS preflight. A
   request whose Origin is not allowed is refused before it does anything, whatever its type.
   Allowed: no Origin at all (curl, editors, SDKs), pages on localhost at any port, editor
   webviews and app shells, and the operator's `origins`. Preflights get the origin itself back
   (never `*`), as llama.cpp's server does since it stopped reflecting any Origin.
-- **Keys.** With `api_key` set, every endpoint but /health, / and /api/version wants it
-  (`Authorization: Bearer KEY` or `X-Api-Key`); `admin_key` guards the endpoints that change
-  the store or the residency. On loopback with no key, any Bearer is taken: editor plugins send
-  "Bearer undefined", and some cannot set headers at all.
+- **Keys.** With `api_key` set, every endpoint but /health, /, /api/version and the web page
+  (/ui and its files) wants it (`Authorization: Bearer KEY` or `X-Api-Key`); `admin_key`
+  guards the endpoints that change the store or the residency. On loopback with no key, any
+  Bearer is taken: editor plugins send "Bearer undefined", and some cannot set headers at all.
 - **The operator.** The daemon leaves a fresh token in a file only its user can read; the CLI
   sends it, and passes every key check and may import from any folder (others only from the
   models folder and `import_roots`).
@@ -21,21 +22,27 @@ from __future__ import annotations
 
 import fnmatch
 import hmac
-import ipaddress
 import logging
 import os
 import secrets
-import socket
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from urllib.parse import urlsplit
+from pathlib import Path
 
 from aiohttp import web
 
 from localserve.ground.settings import OPERATOR_HEADER, Settings, operator_token_path
 from localserve.server import ui
 from localserve.server.http.errors import Refused
+from localserve.server.http.hosts import (
+    WEB_SCHEMES,
+    is_loopback_host,
+    own_hosts,
+    parse_host,
+    parse_origin,
+)
+from localserve.server.http.hosts import is_loopback as is_loopback  # daemon.py's, as before
 
 log = logging.getLogger(__name__)
 
@@ -72,35 +79,6 @@ HEADERS = (
 )
 
 
-def is_loopback(host: str) -> bool:
-    host = host.strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _own_addresses() -> frozenset[str]:
-    """This machine's names and addresses, as its other programs may call it."""
-    names = {socket.gethostname().lower()}
-    try:
-        for info in socket.getaddrinfo(socket.gethostname(), None):
-            names.add(str(info[4][0]).lower())
-    except OSError:
-        pass
-    return frozenset(names)
-
-
-def _host_name(header: str) -> str:
-    """The name of a Host header, without its port: `[::1]:8080` is `::1`."""
-    header = header.strip().lower()
-    if header.startswith("["):
-        return header[1:].partition("]")[0]
-    return header.rpartition(":")[0] if header.count(":") == 1 else header
-
-
 @dataclass(frozen=True)
 class Guard:
     loopback: bool  # bound to a loopback address only
@@ -119,30 +97,50 @@ class Guard:
             settings.origins,
             settings.api_key or None,
             settings.admin_key or None,
-            _own_addresses(),
+            own_hosts(),
         )
 
     # -- the checks --------------------------------------------------------------------------
 
+    def host_refusal(self, header: str | None) -> Refused | None:
+        """Why a Host is not served, or None: 400 for a value that is no Host (RFC 9110 wants
+        that), 403 for a host that is not this machine's."""
+        if not header:  # HTTP/1.0 sends none, RFC 9110 an empty one; no browser does either
+            return None
+        host = parse_host(header)
+        if host is None:
+            return Refused(400, f"the Host '{header}' is not a host name and port")
+        if self._host_allowed(host):
+            return None
+        return Refused(
+            403,
+            f"the Host '{header}' is not this machine's; add it to allowed_hosts "
+            "(--allowed-hosts, LOCALSERVE_ALLOWED_HOSTS) to serve it",
+            "allowed_hosts",
+        )
+
     def host_allowed(self, header: str | None) -> bool:
-        if not header:  # HTTP/1.0 sends none; no page can make a browser do so
-            return True
-        name = _host_name(header)
-        if any(fnmatch.fnmatchcase(name, pattern.lower()) for pattern in self.hosts):
+        return self.host_refusal(header) is None
+
+    def _host_allowed(self, host: str) -> bool:
+        # An IPv6 pattern may be written with its brackets or without.
+        if any(_matches(name, self.hosts) for name in {host, host.strip("[]")}):
             return True
         if not self.loopback and not self.hosts:
             return True  # bound beyond loopback with no names configured: any name
-        return is_loopback(name) or name in self.own
+        return is_loopback_host(host) or host in self.own
 
-    def origin_allowed(self, origin: str | None) -> bool:
+    def origin_allowed(self, header: str | None) -> bool:
+        if header is None:  # no page: curl, editors, SDKs
+            return True
+        if "*" in self.origins:  # the operator opened the API to every page, `null` too
+            return True
+        origin = parse_origin(header)
         if origin is None:
+            return False
+        if _matches(origin.text, self.origins) or origin.scheme in APP_SCHEMES:
             return True
-        if any(p == "*" or fnmatch.fnmatchcase(origin, p) for p in self.origins):
-            return True
-        parts = urlsplit(origin)
-        if parts.scheme in APP_SCHEMES:
-            return True
-        return parts.scheme in ("http", "https") and is_loopback(parts.hostname or "")
+        return origin.scheme in WEB_SCHEMES and is_loopback_host(origin.host)
 
     def is_operator(self, request: web.Request) -> bool:
         sent = request.headers.get(OPERATOR_HEADER)
@@ -171,6 +169,12 @@ class Guard:
         return Refused(401, f"{why}: send Authorization: Bearer KEY or X-Api-Key", "api_key")
 
 
+def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+    """Whether a whole host or origin, as the URL parser gave it, matches one of the operator's
+    patterns (case and a root dot as in the headers)."""
+    return any(fnmatch.fnmatchcase(name, p.lower().removesuffix(".")) for p in patterns)
+
+
 def _sent_key(request: web.Request) -> str | None:
     key = request.headers.get("X-Api-Key")
     if key:
@@ -188,14 +192,9 @@ OPERATOR = "localserve.operator"  # on a request: it came from this user's CLI
 @web.middleware
 async def guard_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     guard = request.app[GUARD]
-    if not guard.host_allowed(request.headers.get("Host")):
-        raise Refused(
-            403,
-            f"the Host '{request.headers.get('Host')}' is not this machine's; "
-            "add it to allowed_hosts (--allowed-hosts, LOCALSERVE_ALLOWED_HOSTS) to "
-            "serve it",
-            "allowed_hosts",
-        )
+    refusal = guard.host_refusal(request.headers.get("Host"))
+    if refusal is not None:
+        raise refusal
     origin = request.headers.get("Origin")
     if not guard.origin_allowed(origin):
         raise Refused(
@@ -251,10 +250,7 @@ def operator_token(app: web.Application, port: int) -> Iterator[None]:
     path = operator_token_path(port)
     token = secrets.token_urlsafe(32)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(token)
+        _write_private(path, token)
         app[GUARD] = replace(app[GUARD], operator=token)
     except OSError as exc:
         log.warning("cannot write the operator token %s (%s): the CLI will need keys", path, exc)
@@ -262,3 +258,15 @@ def operator_token(app: web.Application, port: int) -> Iterator[None]:
         yield
     finally:
         path.unlink(missing_ok=True)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a new file only this user can read. Never through what is already at the path: a
+    link planted there would have the token written wherever it points, so the old entry is
+    removed (unlink removes a link, not its target) and the new file must be created afresh
+    (O_EXCL fails on anything there, a link planted in between included)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(path, flags, 0o600), "w") as f:
+        f.write(text)

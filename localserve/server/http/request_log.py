@@ -8,6 +8,9 @@ first token, total time, and why the answer ended; as fields of the log record t
 `--log-prompts`. Polls (health, metrics, /api/ps, version) log at DEBUG, so a tray or a
 scraper does not flood the log.
 
+The path is logged with its control characters, whitespace and backslashes escaped (`\\x0a`):
+aiohttp percent-decodes it, so `/x%0aINFO ...` would otherwise forge a second log line.
+
 The same record feeds /metrics (metrics.py) once, at the end.
 """
 
@@ -37,6 +40,8 @@ HEADER = "X-Request-Id"
 # A client's id is echoed only when it is short and printable: it goes into logs and headers.
 _USABLE_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 _POLLS = frozenset({"/health", "/metrics", "/api/ps", "/api/version", "/"})
+# Printable ASCII but space and backslash: a path of only these is logged as it is.
+_PLAIN = re.compile(r"[!-\[\]-~]*")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -61,6 +66,25 @@ def face_of(path: str) -> str:
     return "daemon"
 
 
+def loggable(text: str) -> str:
+    """`text` as one field of one log line: each character that could end the line or the field
+    (a control character, whitespace, a line separator, a lone surrogate from bytes that were
+    no UTF-8) is escaped as Python writes it, and so is the backslash, so that no escape can
+    be faked."""
+    if _PLAIN.fullmatch(text):
+        return text
+    return "".join(
+        c if c.isprintable() and not c.isspace() and c != "\\" else _escaped(c) for c in text
+    )
+
+
+def _escaped(c: str) -> str:
+    n = ord(c)
+    if c == "\\":
+        return "\\\\"
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
+
+
 def record_of(request: web.Request) -> Record | None:
     return request.get(RECORD)
 
@@ -70,7 +94,7 @@ async def request_log_middleware(request: web.Request, handler: Handler) -> web.
     """Outermost: it sees the status the error middleware gave, and a client that left."""
     given = request.headers.get(HEADER, "")
     rid = given if _USABLE_ID.fullmatch(given) else uuid.uuid4().hex
-    record = Record(rid, face_of(request.path), request.path, time.monotonic())
+    record = Record(rid, face_of(request.path), loggable(request.path), time.monotonic())
     request[RECORD] = record
     try:
         response = await handler(request)
