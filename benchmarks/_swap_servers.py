@@ -12,7 +12,7 @@ from typing import Any
 
 from benchmarks._common import running, serve_command, tree_env
 from benchmarks._swap_report import CTX_PER_SLOT, SLOTS, Model
-from tests.support.daemons import post_json
+from tests.support.daemons import operator_headers, post_json
 
 # Settings that would silently change what a server does; every server gets them explicitly.
 ENV_DROP = ("HOST", "PORT", "CONFIG_FILE", "MODEL")
@@ -77,8 +77,9 @@ def server(
 
 
 def post_ok(url: str, body: dict[str, Any]) -> Any:
-    """POST to a daemon whose answer must be 200; anything else ends the run."""
-    status, answer = post_json(url, body, timeout=300)
+    """POST to a daemon whose answer must be 200; anything else ends the run. As the operator,
+    as the CLI would be: a load names a model by its file."""
+    status, answer = post_json(url, body, timeout=300, headers=operator_headers(url))
     if status != 200:
         raise RuntimeError(f"POST {url} -> HTTP {status}: {str(answer)[:300]!r}")
     return answer

@@ -9,7 +9,7 @@ this user's login, per user and never system-wide.
 Install writes the files, then registers them with the service manager; a manager that cannot
 be reached now (no user systemd in a container) leaves them to take effect at the next login,
 and says so. Uninstall unregisters and removes exactly what install wrote; the models stay,
-unless purge.
+unless purge, and even then only a folder proved to be the model store.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pathlib import Path
 import platformdirs
 
 from localserve.ground import settings as config
+from localserve.ground.store_layout import why_not_a_store
 from localserve_installer import units
 
 UNIT = "localserve.service"
@@ -248,10 +249,7 @@ def uninstall(tray: bool = False, purge: bool = False, on: _Platform | None = No
             _remove_empty(entry.path.parent)
             said.append(f"{entry.part}: removed {entry.path}")
     if purge:
-        for folder in _data_folders():
-            if folder.exists():
-                shutil.rmtree(folder)
-                said.append(f"removed {folder}")
+        said += _purge()
     return said or ["nothing was installed"]
 
 
@@ -268,10 +266,25 @@ def status(tray: bool = False, on: _Platform | None = None) -> Status:
     return found
 
 
-def _data_folders() -> list[Path]:
-    settings = config.load()
+def _purge() -> list[str]:
+    """Delete the models, logs and state. `models_dir` may name any folder (`~/models`, where
+    the user keeps other files too): it goes only once it is proved a store holding nothing
+    else (ground/store_layout.py); otherwise it stays, and the user is told why."""
+    said = []
+    models = config.models_dir(config.load())
+    if models.exists() or models.is_symlink():
+        why = why_not_a_store(models)
+        if why is None:
+            shutil.rmtree(models)
+            said.append(f"removed {models}")
+        else:
+            said.append(f"kept {models}: {why}; delete what you no longer want in it yourself")
     state = Path(platformdirs.user_state_dir(config.APP, appauthor=False))
-    return [config.models_dir(settings), config.log_dir(), state]
+    for folder in (config.log_dir(), state):  # localserve's own folders, by their paths
+        if folder.exists():
+            shutil.rmtree(folder)
+            said.append(f"removed {folder}")
+    return said
 
 
 def _remove_empty(folder: Path) -> None:

@@ -18,20 +18,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import daemons
+from tests.support import daemons, hermetic
 from tests.support.daemons import STARTUP_TIMEOUT_S, log_text, stop_daemon
 from tests.support.live import CLIENT_TIMEOUT_S, DEFAULT_ARGS, start_daemon
 
-# Hermetic by default: every daemon the suite starts keeps its models, config and logs in a
-# temporary folder, never the developer's, and any pull that a test does not point at its own
-# loopback hub fails at once instead of reaching the internet.
+# Hermetic by default: no setting from the developer's shell (LOCALSERVE_PORT, an API key, a
+# config file) reaches a daemon or CLI the suite starts; every daemon keeps its models, config
+# and logs in a temporary folder, never the developer's; and any pull that a test does not
+# point at its own loopback hub fails at once instead of reaching the internet.
+hermetic.clear_settings(os.environ)
 _SANDBOX = tempfile.mkdtemp(prefix="localserve-tests-")
 os.environ["LOCALSERVE_MODELS"] = os.path.join(_SANDBOX, "models")
 os.environ["XDG_CONFIG_HOME"] = os.path.join(_SANDBOX, "config")
 os.environ["XDG_DATA_HOME"] = os.path.join(_SANDBOX, "data")
 os.environ["XDG_STATE_HOME"] = os.path.join(_SANDBOX, "state")
 os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
-os.environ.pop("LOCALSERVE_CATALOG", None)
 
 LIVE = Path(__file__).parent / "live"
 

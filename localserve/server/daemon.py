@@ -45,7 +45,7 @@ async def serve(settings: Settings, models: list[str]) -> str:
         for name in models:
             try:
                 # Models named at start stay until evicted, as a user who named them expects.
-                await manager.preload(name, keep_alive_s=None)
+                await manager.preload(name, keep_alive_s=None, allow_path=True)
             except EngineError as exc:
                 raise SystemExit(f"localserve: cannot serve '{name}': {exc}") from exc
         missing = [n for n in models if manager.get(n) is None and manager.get(_stem(n)) is None]

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from localserve.formats import chat_template, facts
+from localserve.formats import chat_template, facts, format_named
 from localserve.ground.errors import BadRequest, ModelNotFound
 from localserve.ground.model import ModelRef
 from localserve.store.catalog import Catalog
@@ -79,7 +79,32 @@ class Library:
         link = next((f.link for f in manifest.files if f.link), None)
         if link is None or not Path(link).is_file():
             return ""
+        try:
+            self.store.mark()  # the digests are the store's first file in a new folder
+        except OSError:
+            pass  # a read-only store still answers, as file_digest does
         return file_digest(link, self.store.root / "digests.json")
+
+    def served_digest(self, name: str, path: str) -> str:
+        """What `digest` says for a model served from `path`: /api/tags' digest when the store
+        lists it there; empty for a file served by path, which /api/tags does not list (hashing
+        a large file would hold /api/ps for seconds)."""
+        try:
+            manifest = self.find(parse_name(name))
+        except BadRequest:
+            return ""
+        if manifest is None or str(self._served_at(manifest)) != path:
+            return ""
+        return self.digest(manifest)
+
+    def _served_at(self, manifest: Manifest) -> Path:
+        """Where `resolve` serves the model from, found without laying out its folder."""
+        link = manifest.files[0].link
+        if manifest.embedded and link:
+            return Path(link)
+        if format_named(manifest.format).is_folder:
+            return self.store.folder_path(manifest.name)
+        return self.store.file_of(manifest.files[0])
 
     def find(self, name: ModelName) -> Manifest | None:
         """A pulled or imported model wins over an embedded one of the same name."""

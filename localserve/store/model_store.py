@@ -5,6 +5,8 @@
     <root>/partial/                      downloads in progress (resumable; never listed)
     <root>/folders/<name>/<tag>/         an ONNX model's files, hard-linked into the layout
                                          onnxruntime-genai expects
+    <root>/.localserve-store             says the folder is a store (ground/store_layout.py:
+                                         `service uninstall --purge` deletes only a store)
 
 A model exists when its manifest does: manifests are written last, atomically, after every blob
 is verified, so an interrupted pull never shows in `list`. Deleting removes the manifest first,
@@ -21,6 +23,7 @@ from pathlib import Path
 
 from localserve.formats import BadModelFile, format_named
 from localserve.ground.settings import default_models_dir
+from localserve.ground.store_layout import MARKER, MARKER_TEXT
 from localserve.store.manifest import Manifest, ManifestFile
 from localserve.store.names import BadName, ModelName, inside, parse_digest
 
@@ -60,6 +63,13 @@ class ModelStore:
     def ensure(self) -> None:
         for folder in (self.blobs, self.manifests, self.partial, self.folders):
             folder.mkdir(parents=True, exist_ok=True)
+        self.mark()
+
+    def mark(self) -> None:
+        """Leave the marker that proves this folder a store, before the store writes in it."""
+        marker = self.root / MARKER
+        if not marker.exists():
+            atomic_write(marker, MARKER_TEXT)
 
     # -- paths, each built from checked parts and proved to stay inside the store -------------
 

@@ -41,16 +41,22 @@ def canonical_name(name: str) -> str:
         return name
 
 
+def looks_like_path(text: str) -> bool:
+    """Whether `text` would be read as a file path, not a model name: it holds a separator or
+    ends as a model file does (`gemma3.gguf` is a file in the daemon's folder); `hf://` is a
+    hub reference, not a path."""
+    if text.startswith("hf://"):
+        return False
+    return os.sep in text or "/" in text or file_format(text) is not None
+
+
 def resolve_path(name_or_path: str) -> ModelRef | None:
     """A path is served under its file stem (`/x/gemma3.gguf` is `gemma3`), a model folder under
     the folder's name; None if not a path.
 
     A path that names nothing is ModelNotFound, not a name: names never hold separators.
     """
-    looks_like_path = (
-        os.sep in name_or_path or "/" in name_or_path or file_format(name_or_path) is not None
-    )
-    if not looks_like_path or name_or_path.startswith("hf://"):
+    if not looks_like_path(name_or_path):
         return None
     path = Path(name_or_path).expanduser()
     fmt = detect(path)

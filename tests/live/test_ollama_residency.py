@@ -47,6 +47,12 @@ def test_ps_lists_the_loaded_model_with_its_details(ollama_client: ollama.Client
     assert entry.expires_at is not None
 
 
+def test_ps_gives_the_loaded_model_the_digest_list_gives_it(ollama_client: ollama.Client) -> None:
+    listed = {m.model: m.digest for m in ollama_client.list().models}
+    (entry,) = [m for m in ollama_client.ps().models if m.model == f"{MODEL}:latest"]
+    assert entry.digest and entry.digest == listed[f"{MODEL}:latest"]
+
+
 def test_an_empty_generate_loads_the_model(bare: ollama.Client) -> None:
     assert loaded(bare) == []
     r = bare.generate(model=MODEL)

@@ -28,6 +28,7 @@ from tests.support.residency_support import (  # noqa: F401  (fixtures)
     chat,
     fits_one,
     gemma_path,
+    load_by_path,
     load_counts,
     openai_client,
     poll,
@@ -67,7 +68,7 @@ def test_truncated_gguf_load_is_a_clear_500_and_the_other_model_keeps_serving(
     daemon_factory, broken_gguf: str
 ) -> None:
     _, url = daemon_factory(serve_args(SMOL))
-    status, body = post(f"{url}/api/admin/load", {"model": broken_gguf})
+    status, body = load_by_path(url, broken_gguf)
     assert status == 500, body
     assert isinstance(body, dict) and set(body) == {"error"}, body  # Ollama's shape
     assert "truncated" in body["error"], body
@@ -105,7 +106,7 @@ def test_model_larger_than_the_budget_is_a_507_naming_need_and_budget_without_lo
     budget = sizes[SMOL] + 100 * MiB
     assert budget < sizes[GEMMA]
     _, url = daemon_factory(serve_args(SMOL, budget=budget))
-    status, body = post(f"{url}/api/admin/load", {"model": gemma_path})
+    status, body = load_by_path(url, gemma_path)
     assert status == 507, body
     assert isinstance(body, dict) and set(body) == {"error"}, body
     message = body["error"]

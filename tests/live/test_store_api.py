@@ -151,6 +151,14 @@ def test_a_pulled_model_serves_through_the_api(olla: ollama.Client, store_daemon
     assert reply.model == "tiny:135m"
 
 
+def test_ps_gives_a_pulled_model_the_digest_list_gives_it(olla: ollama.Client) -> None:
+    olla.pull("tiny:135m")
+    olla.generate(model="tiny:135m", prompt="")  # an empty generate loads it
+    listed = {m.model: m.digest for m in olla.list().models}
+    (entry,) = [m for m in olla.ps().models if m.model.startswith("tiny:135m")]  # tag and all
+    assert entry.digest == listed["tiny:135m"] == sha256_of(smol_bytes())
+
+
 def test_a_request_naming_a_path_is_refused(store_daemon) -> None:
     client = openai.OpenAI(
         base_url=f"{store_daemon[1]}/v1", api_key="-", timeout=CLIENT_TIMEOUT_S, max_retries=0

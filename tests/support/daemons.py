@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 HOST = "127.0.0.1"
 STARTUP_TIMEOUT_S = 60.0
@@ -192,10 +193,27 @@ def raw_request(
         return status, hdrs, data
 
 
-def post_json(url: str, body: Any, timeout: float = 30.0) -> tuple[int, Any]:
+def post_json(
+    url: str, body: Any, timeout: float = 30.0, headers: dict[str, str] | None = None
+) -> tuple[int, Any]:
     """POST a JSON body: (status, the answer's JSON), whatever the status."""
-    status, _, data = raw_request(url, "POST", json.dumps(body).encode(), timeout=timeout)
+    status, _, data = raw_request(
+        url, "POST", json.dumps(body).encode(), timeout=timeout, headers=headers
+    )
     return status, data
+
+
+def operator_headers(url: str) -> dict[str, str]:
+    """What this user's CLI sends the daemon at `url`: its operator token, which the daemon left
+    where only this user can read it (none, if it left none). A test or a benchmark that loads
+    a model by file path acts as the operator: no other caller may."""
+    from localserve.ground.settings import OPERATOR_HEADER, operator_token_path
+
+    try:
+        token = operator_token_path(urlsplit(url).port or 80).read_text().strip()
+    except OSError:
+        return {}
+    return {OPERATOR_HEADER: token}
 
 
 def get_json(url: str, timeout: float = 30.0) -> Any:

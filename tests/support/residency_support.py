@@ -86,8 +86,18 @@ def serve_args(*models: str, budget: int | None = None, extra: tuple[str, ...] =
 # -- HTTP and clients -----
 
 
-def post(url: str, body: dict[str, Any], timeout: float = CLIENT_TIMEOUT_S) -> tuple[int, Any]:
-    return daemons.post_json(url, body, timeout)
+def post(
+    url: str,
+    body: dict[str, Any],
+    timeout: float = CLIENT_TIMEOUT_S,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, Any]:
+    return daemons.post_json(url, body, timeout, headers)
+
+
+def load_by_path(url: str, path: str) -> tuple[int, Any]:
+    """POST /api/admin/load naming a file, as the CLI does: only the operator may."""
+    return post(f"{url}/api/admin/load", {"model": path}, headers=daemons.operator_headers(url))
 
 
 def poll(what: str, check: Callable[[], T], timeout: float = POLL_S) -> T:

@@ -115,10 +115,11 @@ class ModelManager:
     async def ensure(self, name: str, allow_path: bool = False, pin: Pin = AUTO) -> ResidentModel:
         """The model, resident: loaded now if it must be, by one load however many ask.
 
-        Only the operator (`serve --model`, the admin load) may name a file path; a client of
-        the OpenAI or Ollama face names a model, and a name never holds a separator. A model
-        resident with another placement than `pin` asks for is reloaded, as Ollama reloads a
-        model for a request with another num_gpu: it stops taking requests, drains, and goes.
+        Only the operator (`serve --model`; the admin load from the CLI, or with the admin
+        key: server/admin/api.py) may name a file path; a client of the OpenAI or Ollama face
+        names a model, and a name never holds a separator. A model resident with another
+        placement than `pin` asks for is reloaded, as Ollama reloads a model for a request
+        with another num_gpu: it stops taking requests, drains, and goes.
         """
         ref = self._known.get(canonical_name(name)) or await self._resolve(name, allow_path)
         self._known[ref.name] = ref
@@ -363,10 +364,15 @@ class ModelManager:
         self._notify()
 
     async def preload(
-        self, name: str, keep_alive_s: float | None = None, pin: Pin = AUTO
+        self,
+        name: str,
+        keep_alive_s: float | None = None,
+        pin: Pin = AUTO,
+        allow_path: bool = False,
     ) -> ResidentModel:
-        """Load without a request, as `serve --model` and the admin API do (paths allowed)."""
-        model = await self.ensure(name, allow_path=True, pin=pin)
+        """Load without a request, as `serve --model` and the admin API do; a file path only
+        with `allow_path`, which the caller grants to the operator alone."""
+        model = await self.ensure(name, allow_path=allow_path, pin=pin)
         model.keep_alive_s = keep_alive_s
         self._after_use(model)
         return model

@@ -16,8 +16,12 @@ from localserve.formats.memory import sum_estimates
 from localserve.ground.errors import BadRequest, ModelNotFound
 from localserve.ground.units import UNSET, parameter_size
 from localserve.server.http import validation as v
+from localserve.server.http.errors import Refused
+from localserve.server.http.guard import GUARD, OPERATOR
 from localserve.server.http.readers import keep_alive, model_name, read_json
 from localserve.server.http.state import MANAGER
+from localserve.store.library import Library
+from localserve.store.resolve import looks_like_path
 
 # Set by the daemon: POST /api/admin/shutdown sets it, and the daemon stops as on SIGTERM.
 SHUTDOWN = web.AppKey("shutdown", asyncio.Event)
@@ -26,8 +30,9 @@ SHUTDOWN = web.AppKey("shutdown", asyncio.Event)
 _FOREVER = datetime(2318, 1, 1, tzinfo=timezone.utc).isoformat()
 
 
-def describe(model: ResidentModel, loads: int) -> dict[str, Any]:
-    """One loaded model in Ollama's /api/ps shape, plus our memory and traffic figures."""
+def describe(model: ResidentModel, loads: int, digest: str = "") -> dict[str, Any]:
+    """One loaded model in Ollama's /api/ps shape, plus our memory and traffic figures;
+    `digest` is the one /api/tags gives it (see `_digests`)."""
     expires = (
         _FOREVER
         if model.expires_at is None or model.in_flight
@@ -44,7 +49,7 @@ def describe(model: ResidentModel, loads: int) -> dict[str, Any]:
         "size": size,
         # What is reserved on GPUs: the split the manager placed, never a guess of our own.
         "size_vram": size - placement.on(CPU) if placement.need else 0,
-        "digest": "",
+        "digest": digest.removeprefix("sha256:"),
         "expires_at": expires,
         "context_length": model.info.n_ctx_slot,
         "details": {
@@ -81,10 +86,30 @@ def describe(model: ResidentModel, loads: int) -> dict[str, Any]:
     }
 
 
+async def _digests(request: web.Request, models: list[ResidentModel]) -> list[str]:
+    """Each model's digest as /api/tags gives it. Off the event loop: it reads manifests, and
+    the first time, hashes a file the store links to (as /api/tags would)."""
+    library = request.app[MANAGER].library
+    if not isinstance(library, Library):  # a test's fake store lists no digests
+        return ["" for _ in models]
+
+    def digests() -> list[str]:
+        return [library.served_digest(m.name, m.info.path) for m in models]
+
+    return await asyncio.get_running_loop().run_in_executor(None, digests)
+
+
 async def ps(request: web.Request) -> web.Response:
     manager = request.app[MANAGER]
+    models = manager.models
+    digests = await _digests(request, models)
     return web.json_response(
-        {"models": [describe(m, manager.load_counts.get(m.name, 0)) for m in manager.models]}
+        {
+            "models": [
+                describe(m, manager.load_counts.get(m.name, 0), digest)
+                for m, digest in zip(models, digests)
+            ]
+        }
     )
 
 
@@ -111,17 +136,38 @@ async def shutdown(request: web.Request) -> web.StreamResponse:
     return response
 
 
+# Said alike for every path, whatever is there: a file, a folder, a broken model or nothing.
+_NO_PATHS = (
+    "loading a model by file path takes the localserve CLI on this machine (its operator "
+    "token) or the admin key (admin_key); import the file into the store "
+    "(localserve import PATH) and load it by name"
+)
+
+
+def may_load_paths(request: web.Request) -> bool:
+    """Whether the request may name a file to load: from the operator, or through the admin
+    key (with admin_key set the guard let no other caller reach an admin endpoint). Any other
+    caller could load, and so probe, any file on the disk, past the import roots."""
+    return bool(request.get(OPERATOR)) or request.app[GUARD].admin_key is not None
+
+
 async def load(request: web.Request) -> web.Response:
     body = await read_json(request)
     manager = request.app[MANAGER]
+    name = model_name(body)
+    allow_path = may_load_paths(request)
+    if not allow_path and looks_like_path(name):
+        # Refused before the disk is touched, so the answer tells nothing about the file.
+        raise Refused(403, _NO_PATHS, "model")
     stay = keep_alive(body)
     # Unlike a request's, a load's keep_alive is the daemon's default when it names none.
     model = await manager.preload(
-        model_name(body), manager.settings.keep_alive if stay is UNSET else stay, _pin(body)
+        name, manager.settings.keep_alive if stay is UNSET else stay, _pin(body), allow_path
     )
     if v.boolean(body, "pin", False):
         manager.pin(model.name, True)
-    return web.json_response(describe(model, manager.load_counts.get(model.name, 0)))
+    (digest,) = await _digests(request, [model])
+    return web.json_response(describe(model, manager.load_counts.get(model.name, 0), digest))
 
 
 def _pin(body: v.JSON) -> Pin:

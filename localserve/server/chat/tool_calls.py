@@ -170,6 +170,8 @@ def _past_call(call: Any, i: int, j: int) -> dict[str, Any]:
             arguments = json.loads(arguments) if arguments.strip() else {}
         except ValueError:
             raise BadRequest(f"{where}.function.arguments is not JSON", "messages") from None
+        # JSON inside a string may escape what the body's own check could not see.
+        v.require_text(arguments, f"{where}.function.arguments", "messages")
     call_id = call.get("id") or ""
     if not isinstance(call_id, str):
         raise BadRequest(f"{where}.id must be a string", "messages")

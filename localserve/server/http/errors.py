@@ -25,6 +25,7 @@ from localserve.ground.errors import (
     QueueFull,
 )
 from localserve.store.hub import PullError
+from localserve.store.importer import OutsideRoots
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,8 @@ def classify(exc: BaseException) -> HttpError:
         return HttpError(500, msg, "server_error", code="model_load_failed")
     if isinstance(exc, PullError):
         return HttpError(exc.status, msg, "server_error", code="pull_failed")
+    if isinstance(exc, OutsideRoots):
+        return HttpError(403, msg, "permission_error", param="path")
     if isinstance(exc, BadModelFile):
         return HttpError(400, msg, param="path", code="bad_model_file")
     if isinstance(exc, EngineError):

@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 from localserve.ground.errors import BadRequest
 
 JSON = dict[str, Any]
+
+
+def require_text(value: Any, where: str, field: str | None = None) -> None:
+    """Every string in `value` (keys too) is text that UTF-8 can carry. JSON may escape a lone
+    UTF-16 surrogate ("\\ud800"), which parses but which no tokenizer, log or answer can
+    encode: it is the client's mistake, a 400 naming it, never a 500 from deep inside."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(exc.object[exc.start])
+        raise BadRequest(
+            f"{where} is not valid text: it holds a lone UTF-16 surrogate (\\u{code:04x}), "
+            "which no UTF-8 text can carry; send the character itself, or both halves of "
+            "its surrogate pair",
+            field,
+        ) from None
 
 
 def number(body: JSON, key: str, default: float, lo: float, hi: float) -> float:

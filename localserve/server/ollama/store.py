@@ -22,12 +22,12 @@ from localserve.ground.model import ModelRef
 from localserve.ground.units import parameter_size
 from localserve.server.chat import fim
 from localserve.server.http import validation as v
-from localserve.server.http.errors import Refused, classify
+from localserve.server.http.errors import classify
 from localserve.server.http.guard import OPERATOR
 from localserve.server.http.readers import model_name, read_json
 from localserve.server.http.state import MANAGER, context_length, model_library
 from localserve.store.hub import looks_like_ref, parse_ref
-from localserve.store.importer import import_model, scan
+from localserve.store.importer import Roots, import_model, scan
 from localserve.store.library import Library
 from localserve.store.manifest import Manifest
 from localserve.store.names import parse_name
@@ -219,24 +219,16 @@ async def delete(request: web.Request) -> web.Response:
     return web.json_response({})
 
 
-def _reachable(request: web.Request, path: str) -> str:
-    """A path import and scan may read: any for this user's CLI (the operator), else one
-    inside the models folder or an `import_roots` folder, so that no client can list or take
-    files from anywhere else on the machine."""
+def _roots(request: web.Request) -> Roots:
+    """The folders import and scan may read, resolved: any for this user's CLI (the operator),
+    else the models folder and the `import_roots` folders, so that no client can list or take
+    files from anywhere else on the machine. The importer proves every path inside them, each
+    member of a model folder too, and then reads only the resolved paths it checked."""
     if request.get(OPERATOR):
-        return path
-    resolved = Path(path).expanduser().resolve()
+        return None
     settings = request.app[MANAGER].settings
     roots: list[str | Path] = [model_library(request).store.root, *settings.import_roots]
-    for root in roots:
-        if resolved.is_relative_to(Path(root).expanduser().resolve()):
-            return path
-    raise Refused(
-        403,
-        f"'{path}' is outside the folders import and scan may read (the models "
-        "folder and import_roots: --import-roots, LOCALSERVE_IMPORT_ROOTS)",
-        "path",
-    )
+    return [Path(root).expanduser().resolve() for root in roots]
 
 
 def _path(body: v.JSON) -> str:
@@ -248,11 +240,11 @@ def _path(body: v.JSON) -> str:
 
 async def import_(request: web.Request) -> web.Response:
     body = await read_json(request)
-    path = _reachable(request, _path(body))
+    path = _path(body)
     name = v.string(body, "model", required=False)
     copy = v.boolean(body, "copy", False)
     store = model_library(request).store
-    manifest = await _off_loop(import_model, store, path, name, copy)
+    manifest = await _off_loop(import_model, store, path, name, copy, _roots(request))
     return web.json_response(
         {
             "model": manifest.name.short,
@@ -265,8 +257,7 @@ async def import_(request: web.Request) -> web.Response:
 
 async def scan_(request: web.Request) -> web.Response:
     body = await read_json(request)
-    folder = _reachable(request, _path(body))
-    found = await _off_loop(scan, folder)
+    found = await _off_loop(scan, _path(body), _roots(request))
     return web.json_response(
         {
             "models": [

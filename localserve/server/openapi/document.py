@@ -29,8 +29,9 @@ SSE, NDJSON = "text/event-stream", "application/x-ndjson"
 
 _WHY = {
     401: "an API key is required: Authorization: Bearer KEY or X-Api-Key",
-    403: "refused: a Host or Origin this server does not serve, a wrong key, or a folder "
-    "outside the allowed ones",
+    403: "refused: a Host or Origin this server does not serve, a wrong key, a folder (or a "
+    "link in it) outside the allowed ones, or a model file's path from a caller that is not "
+    "the operator",
     408: "the request body did not arrive in time",
     400: "a bad request: a field's type or range, a prompt longer than a slot's context, a "
     "token id outside the vocabulary; `param` (OpenAI) names the field",

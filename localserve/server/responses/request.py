@@ -257,6 +257,8 @@ def _past_call(item: dict[str, Any], where: str) -> dict[str, Any]:
             arguments = json.loads(arguments)
         except ValueError:
             raise BadRequest(f"{where}.arguments is not JSON", "input") from None
+        # JSON inside a string may escape what the body's own check could not see.
+        v.require_text(arguments, f"{where}.arguments", "input")
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 

@@ -16,8 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from localserve.ground.store_layout import MARKER
+from localserve.store.importer import import_model
+from localserve.store.model_store import ModelStore
 from localserve_installer import service, units
 from tests.support.cli_support import cli_env, localserve
+from tests.support.store_support import smol_bytes
 
 DAEMON = [sys.executable, "-m", "localserve", "serve"]
 
@@ -161,15 +165,74 @@ def test_the_tray_entry_does_not_start_a_second_daemon_beside_the_service(home: 
     assert "-m localserve_tray --no-start\n" in entry
 
 
+def a_store(root: Path) -> Path:
+    """A model store as the store lays one out, with one model imported by copy."""
+    source = root.parent / "source.gguf"
+    source.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(smol_bytes(), source)
+    import_model(ModelStore(root), source, "kept", copy=True)
+    return root
+
+
 def test_uninstall_keeps_the_models_unless_purge(home: Path) -> None:
-    models = home / ".local/share/localserve/models"
-    models.mkdir(parents=True)
-    (models / "kept.gguf").write_bytes(b"GGUF")
+    models = a_store(home / ".local/share/localserve/models")
     on = service.platform(Manager(), "linux")
     service.install(on=on)
     service.uninstall(on=on)
-    assert (models / "kept.gguf").exists()
-    service.uninstall(purge=True, on=on)
+    assert (models / "manifests/kept/latest.json").exists()
+    said = service.uninstall(purge=True, on=on)
+    assert not models.exists()
+    assert f"removed {models}" in said
+
+
+def test_purge_keeps_a_models_dir_that_holds_the_users_other_files(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # models_dir named the home folder itself: the store was made there, beside everything.
+    (home / "thesis.tex").write_text("years of work")
+    ModelStore(home).ensure()
+    monkeypatch.setenv("LOCALSERVE_MODELS", str(home))
+    said = service.uninstall(purge=True, on=service.platform(Manager(), "linux"))
+    assert (home / "thesis.tex").read_text() == "years of work"
+    assert (home / "blobs").is_dir()
+    assert any(line.startswith(f"kept {home}: it holds ") for line in said), said
+
+
+def test_purge_keeps_a_models_dir_of_model_files_that_is_no_store(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    models = home / "models"  # the settings' own example: a folder of the user's GGUF files
+    models.mkdir()
+    (models / "mine.gguf").write_bytes(b"GGUF")
+    monkeypatch.setenv("LOCALSERVE_MODELS", str(models))
+    said = service.uninstall(purge=True, on=service.platform(Manager(), "linux"))
+    assert (models / "mine.gguf").exists()
+    assert any(line.startswith(f"kept {models}") for line in said), said
+
+
+def test_purge_keeps_another_servers_store_of_the_same_shape(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ollama's store has blobs/ and manifests/ too, but manifests/<registry>/<ns>/<name>/<tag>.
+    ollama = home / ".ollama/models"
+    (ollama / "blobs").mkdir(parents=True)
+    (ollama / "blobs" / ("sha256-" + "0" * 64)).write_bytes(b"GGUF")
+    tag = ollama / "manifests/registry.ollama.ai/library/llama3.2/latest"
+    tag.parent.mkdir(parents=True)
+    tag.write_text("{}")
+    monkeypatch.setenv("LOCALSERVE_MODELS", str(ollama))
+    said = service.uninstall(purge=True, on=service.platform(Manager(), "linux"))
+    assert tag.exists()
+    assert any(line.startswith(f"kept {ollama}") for line in said), said
+
+
+def test_purge_deletes_a_store_made_before_the_marker_by_its_layout(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    models = a_store(home / "old-store")
+    (models / MARKER).unlink()
+    monkeypatch.setenv("LOCALSERVE_MODELS", str(models))
+    service.uninstall(purge=True, on=service.platform(Manager(), "linux"))
     assert not models.exists()
 
 
