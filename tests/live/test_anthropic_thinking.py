@@ -2,7 +2,9 @@
 client, against live daemons: thinking blocks apart from the answer on the test model that
 thinks (tools_support.py), its budget (alone and with tool calls), `thinking_delta` in the
 stream, `display: omitted`, thinking asked of a model that does not think (SmolLM2), and
-`output_config.format`'s JSON schema on SmolLM2 and Gemma 3 270M."""
+`output_config.format`'s JSON schema on SmolLM2 and Gemma 3 270M. On the copy with the real
+QwQ template (real_templates.py), the model's own `</think>` ends the thinking block within
+its budget, where its raw completion of the same prompt puts it."""
 
 from __future__ import annotations
 
@@ -17,10 +19,18 @@ from tests.support.agents_support import (  # noqa: F401  (fixtures)
     ASK_WEATHER,
     both,
     gemma,
+    served,
     smol,
     thinker,
 )
 from tests.support.anthropic_support import ask, tool_uses
+from tests.support.real_templates import (  # noqa: F401  (fixtures)
+    hf_render,
+    raw_completion,
+    served_name,
+    templates_client,
+    templates_daemon,
+)
 from tests.support.tools_support import tools_daemon  # noqa: F401  (fixture)
 
 # -- thinking and structured output --------------------------------------------------------------
@@ -50,6 +60,28 @@ def test_a_thinking_budget_and_tool_calls_are_enforced_together(thinker) -> None
         tool_choice={"type": "any"},
     )
     assert message.content[0].type == "thinking" and tool_uses(message)
+
+
+# Greedy SmolLM2 repeats "I know.</think>" from this line, then goes on in words of its own.
+COPY_CLOSE = [{"role": "user", "content": "Repeat after me:\nI know.</think>Paris\n"}]
+
+
+def test_the_models_own_think_close_ends_the_thinking_block_within_its_budget(
+    templates_daemon, templates_client
+) -> None:
+    raw = raw_completion(templates_client, "qwq", hf_render("qwq", COPY_CLOSE), 40)
+    thought, closed, said = raw.choices[0].text.partition("</think>")
+    assert closed  # the model closed the block itself, well within the budget
+    message = ask(
+        served(templates_daemon[1], served_name("qwq")),
+        COPY_CLOSE,
+        max_tokens=40,
+        thinking={"type": "enabled", "budget_tokens": 30},
+    )
+    assert [(b.type, b.thinking if b.type == "thinking" else b.text) for b in message.content] == [
+        ("thinking", thought),
+        ("text", said.lstrip()),
+    ]
 
 
 def test_streamed_thinking_arrives_as_thinking_delta(thinker) -> None:

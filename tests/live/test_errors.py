@@ -21,39 +21,46 @@ def chat(client, **kwargs):
     return client.chat.completions.create(**kwargs)
 
 
+def refusal(info: pytest.ExceptionInfo[openai.APIStatusError], status: int, **fields) -> dict:
+    """The refusal has exactly `status` and a body in OpenAI's error shape whose `fields`
+    (param, code, type) are as given; returns the body's error object."""
+    err = info.value
+    assert err.status_code == status, err.response.text
+    error = assert_openai_error_shape(err.response.json())
+    assert {key: error[key] for key in fields} == fields, error
+    return error
+
+
 # -- prompts that do not fit -------------------------------------------------------------------
 
 
 def test_oversize_chat_prompt_is_a_400_stating_both_token_counts(client) -> None:
     with pytest.raises(openai.BadRequestError) as info:
         chat(client, messages=[{"role": "user", "content": "hello " * 1500}])
-    err = info.value
-    assert err.status_code == 400
-    assert err.code == "context_length_exceeded"
-    numbers = [int(n) for n in re.findall(r"\d+", err.message)]
-    assert CTX in numbers, err.message
-    assert any(n > CTX for n in numbers), err.message  # the prompt's own count
+    error = refusal(info, 400, code="context_length_exceeded", param="messages")
+    numbers = [int(n) for n in re.findall(r"\d+", error["message"])]
+    assert CTX in numbers, error
+    assert any(n > CTX for n in numbers), error  # the prompt's own count
 
 
 def test_oversize_token_prompt_states_its_exact_length_and_the_context(client) -> None:
     with pytest.raises(openai.BadRequestError) as info:
         client.completions.create(model=MODEL, prompt=[100] * 1500, max_tokens=2)
-    err = info.value
-    assert err.code == "context_length_exceeded"
-    assert re.search(r"\b1500\b", err.message), err.message
-    assert re.search(rf"\b{CTX}\b", err.message), err.message
+    error = refusal(info, 400, code="context_length_exceeded")
+    assert re.search(r"\b1500\b", error["message"]), error
+    assert re.search(rf"\b{CTX}\b", error["message"]), error
 
 
 def test_prompt_that_fills_the_whole_context_is_refused(client) -> None:
     with pytest.raises(openai.BadRequestError) as info:
         client.completions.create(model=MODEL, prompt=[100] * CTX, max_tokens=1)
-    assert info.value.code == "context_length_exceeded"
+    refusal(info, 400, code="context_length_exceeded", param="prompt")
 
 
 def test_oversize_completion_prompt_names_prompt_as_the_param(client) -> None:
     with pytest.raises(openai.BadRequestError) as info:
         client.completions.create(model=MODEL, prompt=[100] * 1500, max_tokens=2)
-    assert info.value.param == "prompt"
+    refusal(info, 400, param="prompt")
 
 
 # -- bodies that are not requests ---------------------------------------------------------------
@@ -86,16 +93,14 @@ def test_json_that_is_not_an_object_is_a_400(daemon_url) -> None:
 def test_unknown_model_is_a_404_model_not_found(client) -> None:
     with pytest.raises(openai.NotFoundError) as info:
         client.chat.completions.create(model="no-such-model", messages=HELLO, max_tokens=2)
-    err = info.value
-    assert err.status_code == 404
-    assert err.code == "model_not_found"
-    assert "no-such-model" in err.message
+    error = refusal(info, 404, code="model_not_found", param="model")
+    assert "no-such-model" in error["message"]
 
 
 def test_unknown_model_on_completions_is_a_404_too(client) -> None:
     with pytest.raises(openai.NotFoundError) as info:
         client.completions.create(model="no-such-model", prompt="hi", max_tokens=2)
-    assert info.value.code == "model_not_found"
+    refusal(info, 404, code="model_not_found", param="model")
 
 
 WRONG_TYPES = {
@@ -115,10 +120,7 @@ def test_parameter_of_the_wrong_type_is_a_400_naming_it(client, param: str) -> N
     with pytest.raises(openai.BadRequestError) as info:
         # extra_body: sent exactly as written, past the client's own typing.
         chat(client, extra_body={param: WRONG_TYPES[param]})
-    err = info.value
-    assert err.status_code == 400
-    assert err.param == param, err.body
-    assert err.type == "invalid_request_error"
+    refusal(info, 400, param=param, type="invalid_request_error")
 
 
 @pytest.mark.parametrize(
@@ -127,13 +129,13 @@ def test_parameter_of_the_wrong_type_is_a_400_naming_it(client, param: str) -> N
 def test_parameter_out_of_range_is_a_400_naming_it(client, param: str, value) -> None:
     with pytest.raises(openai.BadRequestError) as info:
         chat(client, extra_body={param: value})
-    assert info.value.param == param, info.value.body
+    refusal(info, 400, param=param, type="invalid_request_error")
 
 
 def test_empty_message_list_is_a_400_naming_messages(client) -> None:
     with pytest.raises(openai.BadRequestError) as info:
         chat(client, messages=[])
-    assert info.value.param == "messages"
+    refusal(info, 400, param="messages")
 
 
 def test_unknown_route_is_a_404_with_the_openai_error_shape(daemon_url) -> None:
@@ -148,7 +150,7 @@ def test_unknown_route_is_a_404_with_the_openai_error_shape(daemon_url) -> None:
 def test_token_id_outside_the_vocabulary_is_a_400_naming_prompt(client) -> None:
     with pytest.raises(openai.BadRequestError) as info:
         client.completions.create(model=MODEL, prompt=[10**6, 5], max_tokens=2)
-    assert info.value.param == "prompt"
+    refusal(info, 400, param="prompt")
 
 
 def test_token_id_outside_the_vocabulary_does_not_fail_other_requests(client) -> None:
@@ -158,10 +160,9 @@ def test_token_id_outside_the_vocabulary_does_not_fail_other_requests(client) ->
     try:
         chunks = iter(victim)
         next(chunks)  # the victim is running: it holds a slot and decodes every step
-        try:
+        with pytest.raises(openai.BadRequestError) as info:
             client.completions.create(model=MODEL, prompt=[10**6, 5], max_tokens=2)
-        except openai.APIStatusError:
-            pass
+        refusal(info, 400, param="prompt")
         for _ in range(3):  # the victim keeps streaming its own tokens
             chunk = next(chunks)
             assert chunk.choices[0].finish_reason is None
@@ -190,8 +191,7 @@ def test_full_queue_is_a_503_queue_full(daemon_factory) -> None:
         waiting = endless()  # its headers come back once it is queued
         with pytest.raises(openai.InternalServerError) as info:
             chat(small)
-        assert info.value.status_code == 503
-        assert info.value.code == "queue_full"
+        refusal(info, 503, code="queue_full", type="server_error")
     finally:
         running.close()
         if waiting is not None:
@@ -203,18 +203,24 @@ def test_full_queue_is_a_503_queue_full(daemon_factory) -> None:
 
 
 def test_daemon_still_serves_normally_after_every_kind_of_refusal(client, daemon_url) -> None:
-    raw_request(f"{daemon_url}/v1/chat/completions", "POST", b"{broken")
+    status, _, payload = raw_request(f"{daemon_url}/v1/chat/completions", "POST", b"{broken")
+    assert status == 400, payload
+    assert_openai_error_shape(payload)
     refusals = [
-        lambda: chat(client, messages=[{"role": "user", "content": "hello " * 1500}]),
-        lambda: chat(client, model="no-such-model"),
-        lambda: chat(client, temperature="hot"),
-        lambda: chat(client, max_tokens="ten"),
-        lambda: chat(client, extra_body={"messages": "not a list"}),
+        (
+            lambda: chat(client, messages=[{"role": "user", "content": "hello " * 1500}]),
+            400,
+            {"code": "context_length_exceeded"},
+        ),
+        (lambda: chat(client, model="no-such-model"), 404, {"code": "model_not_found"}),
+        (lambda: chat(client, temperature="hot"), 400, {"param": "temperature"}),
+        (lambda: chat(client, max_tokens="ten"), 400, {"param": "max_tokens"}),
+        (lambda: chat(client, extra_body={"messages": "not a list"}), 400, {"param": "messages"}),
     ]
-    for refuse in refusals:
+    for refuse, status, fields in refusals:
         with pytest.raises(openai.APIStatusError) as info:
             refuse()
-        assert info.value.status_code in (400, 404)
+        refusal(info, status, **fields)
 
     r = chat(client, temperature=0, max_tokens=4)
     assert r.choices[0].message.content

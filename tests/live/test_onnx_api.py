@@ -11,9 +11,12 @@ import subprocess
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.daemons import poll, resident
 from tests.support.helpers import COPY_WORDS, assert_capped_at, copy_prompt, raw_request, words_in
 from tests.support.live import CLIENT_TIMEOUT_S, running_daemon
 from tests.support.onnx_model import MODEL_NAME, ensure_model
@@ -111,7 +114,38 @@ def test_stop_string_ends_the_answer_before_it(client: openai.OpenAI) -> None:
     assert response.choices[0].finish_reason == "stop"
 
 
-def test_sampled_requests_with_mixed_settings_share_a_batch(client: openai.OpenAI) -> None:
+def batch_sizes(url: str) -> dict[str, float]:
+    """The model's localserve_batch_size histogram from the daemon's /metrics: sequences given
+    news in each step of its batcher, as cumulative step counts by bound ("1", "2", "4", ...,
+    "+Inf") and the sizes' "sum"."""
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    return {
+        s.labels.get("le", s.name.rpartition("_")[2]): s.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "localserve_batch_size"
+        for s in family.samples
+        if s.labels["model"] == MODEL_NAME
+    }
+
+
+def steps_of_four(before: dict[str, float], after: dict[str, float]) -> float:
+    """Steps between two readings that gave news to 4 sequences at once, where none gave it to
+    more: the steps of 3 or 4 are those between the bounds 2 and 4, and their sizes add up to 3
+    each, plus 1 for each step of 4."""
+    d = {bound: after[bound] - before[bound] for bound in after}
+    assert d["+Inf"] == d["4"], d
+    three_or_four = d["4"] - d["2"]
+    their_sizes = d["sum"] - d["1"] - 2 * (d["2"] - d["1"])
+    return their_sizes - 3 * three_or_four
+
+
+def queued(url: str) -> int:
+    """Requests waiting for the model's next batch, as /api/ps says."""
+    return resident(url)[MODEL_NAME]["localserve"]["queued"]
+
+
+def test_sampled_requests_with_mixed_settings_share_a_batch(client: openai.OpenAI, onnx_daemon):
+    _, url = onnx_daemon
     settings = [
         {"temperature": 0},
         {"temperature": 0.9, "top_p": 0.9},
@@ -124,8 +158,23 @@ def test_sampled_requests_with_mixed_settings_share_a_batch(client: openai.OpenA
             model=MODEL_NAME, messages=CAPITAL, max_tokens=16, **kwargs
         )
 
-    with ThreadPoolExecutor(len(settings)) as pool:
-        responses = list(pool.map(ask, settings))
+    # Requests queue behind a batch that runs, and when it ends they start together, however
+    # far apart they came; this one ends when they all wait.
+    running = client.completions.create(
+        model=MODEL_NAME, prompt=copy_prompt("violin"), temperature=0, max_tokens=900, stream=True
+    )
+    try:
+        next(iter(running))
+        before = batch_sizes(url)
+        with ThreadPoolExecutor(len(settings)) as pool:
+            asked = [pool.submit(ask, kwargs) for kwargs in settings]
+            poll("the requests to queue", lambda: queued(url) == len(settings), CLIENT_TIMEOUT_S)
+            running.close()
+            responses = [answer.result() for answer in asked]
+    finally:
+        running.close()
+    # The engine's own steps, not our batcher's list of rows: each of these gave all four a token.
+    assert steps_of_four(before, batch_sizes(url)) > 0
     assert "Paris" in responses[0].choices[0].message.content
     for response in responses:
         assert response.choices[0].message.content

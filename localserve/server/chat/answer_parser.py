@@ -61,6 +61,7 @@ class AnswerParser:
     ) -> None:
         self._format = calls
         self._think = "in" if thinking_open else ("start" if thinking else "off")
+        self._trim = False  # the answer after `</think>` has not begun yet
         self._buf = ""
         self._in_call = False
         self._pos = 0  # in a call block: where the next object, separator or closing starts
@@ -97,12 +98,17 @@ class AnswerParser:
             end = self._buf.find(THINK_CLOSE)
             if end >= 0:
                 out.thinking += self._buf[:end]
-                self._buf = self._buf[end + len(THINK_CLOSE) :].lstrip()
-                self._think = "done"
+                self._buf = self._buf[end + len(THINK_CLOSE) :]
+                self._think, self._trim = "done", True
             else:
                 keep = 0 if final else _held(self._buf, THINK_CLOSE)
                 out.thinking += self._buf[: len(self._buf) - keep]
                 self._buf = self._buf[len(self._buf) - keep :]
+        if self._trim:
+            # The blank lines a model writes after `</think>` are no part of the answer, in
+            # whichever pieces they come: `</think>` and "\n\n" are often tokens of their own.
+            self._buf = self._buf.lstrip()
+            self._trim = not self._buf
 
     # -- tool calls --------------------------------------------------------------------------
 

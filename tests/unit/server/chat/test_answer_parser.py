@@ -1,6 +1,7 @@
 """How an answer's text is split into thinking, content and tool calls, for every call format
-(pure logic: the live tests with real models are test_tool_calls.py and test_thinking.py), and
-the grammar of each format accepts its own calls and nothing else (with SmolLM2's vocabulary)."""
+(pure logic: the live tests with real models are test_tool_calls.py, test_tool_call_formats.py
+and test_thinking.py), which format each real template names, and the grammar of each format
+accepts its own calls and nothing else (with SmolLM2's vocabulary)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import llguidance
 import pytest
 from llguidance.llamacpp import lltokenizer_from_vocab
 
-from localserve.ground.call_formats import GENERIC, HERMES, LLAMA3, MISTRAL, call_format
+from localserve.ground.call_formats import GENERIC, HERMES, LLAMA3, MISTRAL, call_format, thinks
 from localserve.server.chat.answer_parser import AnswerParser
 from localserve.server.chat.tool_calls import grammar, read_tools
+from tests.support.real_templates import template_text
 
 # llguidance reads the vocabulary through a llama.cpp name deprecated in 0.3.36, once a token.
 pytestmark = pytest.mark.filterwarnings("ignore:llama_token_get_attr:DeprecationWarning")
@@ -77,6 +79,15 @@ def test_a_prompt_that_opened_the_block_makes_the_first_text_thinking() -> None:
     )
 
 
+def test_blank_lines_after_the_block_are_dropped_when_they_come_as_pieces_of_their_own() -> None:
+    # A real model's `</think>` and "\n\n" are tokens of their own, so pieces of their own.
+    parser = AnswerParser(thinking=True, thinking_open=True)
+    parts = [parser.feed(p) for p in ("sky, light", "</think>", "\n\n", "Rayleigh.", "\n\nSo.")]
+    parts.append(parser.finish())
+    assert "".join(p.thinking for p in parts) == "sky, light"
+    assert "".join(p.content for p in parts) == "Rayleigh.\n\nSo."
+
+
 def test_an_unclosed_think_block_is_all_thinking() -> None:
     assert split("still thinking", thinking=True, thinking_open=True) == ("", "still thinking", [])
 
@@ -102,6 +113,19 @@ def test_a_call_after_thinking_is_parsed() -> None:
 )
 def test_the_template_names_its_call_format(template, fmt) -> None:
     assert call_format(template) is fmt
+
+
+@pytest.mark.parametrize(
+    "name, fmt",
+    [("llama3.1", LLAMA3), ("llama3.2", LLAMA3), ("mistral-nemo", MISTRAL), ("qwq", HERMES)],
+)
+def test_a_real_template_names_the_call_format_its_model_was_tuned_on(name, fmt) -> None:
+    assert call_format(template_text(name)) is fmt
+
+
+@pytest.mark.parametrize("name", ["qwq", "qwen3"])
+def test_a_real_reasoning_template_is_read_as_thinking(name) -> None:
+    assert thinks(template_text(name))
 
 
 @pytest.fixture(scope="module")
