@@ -184,7 +184,39 @@ class Settings:
         "largest request body of generation and embeddings (other endpoints take 1 MiB)",
     )
     body_timeout: float = setting(30.0, SECONDS, "seconds a request body may take to arrive")
-    max_connections: int = setting(256, WHOLE, "open connections at most; more are refused")
+    # Connections (server/http/connections.py): an idle one gives way to a new one.
+    max_connections: int = setting(
+        256,
+        WHOLE,
+        "open connections at most; the oldest idle one is closed for a new one, so only "
+        "requests in flight fill them",
+    )
+    max_connections_per_address: int = setting(
+        64,
+        WHOLE,
+        "open connections of one client address (IPv6: one /64) at most; its oldest idle "
+        "one is closed for a new one (0: no cap)",
+    )
+    operator_reserve: int = setting(
+        8,
+        WHOLE,
+        "connections kept beyond max_connections for this user's CLI and tray (requests "
+        "with the operator token), for when every other one has a request in flight",
+    )
+    header_timeout: float = setting(
+        10.0,
+        SECONDS,
+        "seconds a request's head (request line and headers) may take to arrive, from its "
+        "first byte or from the connection's opening; then 408 and closed (0: none)",
+    )
+    # Above the idle expiry of editors' and SDKs' pools (undici 4 s, httpx 5 s), so they
+    # close first and never send a request down a connection just closed under them.
+    idle_timeout: float = setting(
+        15.0,
+        SECONDS,
+        "seconds a keep-alive connection may wait for its next request before it is "
+        "closed (0: none)",
+    )
     # What the daemon tells about itself (server/http/metrics.py, server/http/request_log.py).
     no_metrics: bool = setting(False, SWITCH, "turn GET /metrics off")
     log_format: str = setting(

@@ -13,7 +13,7 @@ from localserve.engine.residency.manager import ModelManager
 from localserve.server import embeddings, ui
 from localserve.server.admin import api as admin
 from localserve.server.anthropic import api as anthropic
-from localserve.server.http import guard, metrics, request_log
+from localserve.server.http import connections, guard, metrics, request_log
 from localserve.server.http.errors import error_response
 from localserve.server.http.state import MANAGER
 from localserve.server.llamacpp import infill
@@ -60,12 +60,19 @@ async def health(request: web.Request) -> web.Response:
 
 def build_app(manager: ModelManager) -> web.Application:
     # The guard runs inside the error middleware, so its refusals leave in each face's shape.
-    # Outermost, the request's log line: it sees the status the error middleware gave.
-    middlewares = [request_log.request_log_middleware, errors_middleware, guard.guard_middleware]
+    # Outermost, the request's log line: it sees the status the error middleware gave. The
+    # connection table's marks a connection busy (and keeps the operator's reserve) first.
+    middlewares = [
+        request_log.request_log_middleware,
+        errors_middleware,
+        connections.connections_middleware,
+        guard.guard_middleware,
+    ]
     app = web.Application(middlewares=middlewares, client_max_size=64 * 1024 * 1024)
     app[MANAGER] = manager
     settings = manager.settings
     guard.install(app, settings)
+    connections.install(app, settings)
     request_log.install(app, settings.log_prompts)
     if not settings.no_metrics:
         metrics.install(app)

@@ -15,8 +15,9 @@ from localserve.ground.errors import EngineError
 from localserve.ground.settings import Settings
 from localserve.server.admin.api import SHUTDOWN
 from localserve.server.app import build_app
+from localserve.server.http.connections import CONNECTIONS
+from localserve.server.http.front import listen
 from localserve.server.http.guard import is_loopback, operator_token
-from localserve.server.http.limits import bound_connections
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,6 @@ async def serve(settings: Settings, models: list[str]) -> str:
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     await runner.setup()
     assert runner.server is not None  # set by setup()
-    bound_connections(runner.server, settings.max_connections)
     stack = ExitStack()
     try:
         for name in models:
@@ -55,8 +55,9 @@ async def serve(settings: Settings, models: list[str]) -> str:
                 "make room and will load again on their next request",
                 ", ".join(missing),
             )
-        site = web.TCPSite(runner, host, port)
-        await site.start()
+        # Not aiohttp's TCPSite: each connection goes through the front's table (front.py).
+        listener = await listen(runner.server, app[CONNECTIONS], host, port)
+        stack.callback(listener.close)
         stack.enter_context(operator_token(app, port))
         log.info("localserve listening on http://%s:%d", host, port)
         print(f"localserve listening on http://{host}:{port}", flush=True)

@@ -1,15 +1,15 @@
-"""Bounds on what one client may make the daemon hold or do, each a clear 4xx (or a 503 for a
-connection beyond the bound), so that no request can crash it or slow everyone else down:
-the size of a body, the time it may take to arrive (a slowloris client trickling bytes), its
-JSON nesting, and the open connections. The bounds on fields (stop strings, roles, logit_bias,
-max_tokens) are with the fields, in validation.py and requests.py.
+"""Bounds on what one request may make the daemon hold or do, each a clear 4xx, so that no
+request can crash it or slow everyone else down: the size of a body, the time it may take to
+arrive (a slowloris client trickling bytes) and its JSON nesting. The connections' bounds (how
+many, how long a head or an idle connection may take) are in connections.py; the bounds on
+fields (stop strings, roles, logit_bias, max_tokens) are with the fields, in validation.py and
+requests.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import re
 from typing import Any
 
@@ -18,8 +18,6 @@ from aiohttp import web
 from localserve.ground.settings import Settings
 from localserve.ground.units import format_size
 from localserve.server.http.errors import Refused
-
-log = logging.getLogger(__name__)
 
 # Endpoints whose bodies carry prompts, conversations or inputs to embed: settings.max_body.
 # Every other endpoint takes a small JSON object.
@@ -99,26 +97,3 @@ def parse_json(raw: bytes) -> Any:
 
 def _too_deep() -> Refused:
     return Refused(400, f"the request body nests JSON deeper than {MAX_DEPTH} levels")
-
-
-_BUSY = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s"
-)
-
-
-def bound_connections(server: web.Server, limit: int) -> None:
-    """Past `limit` open connections, a new one is answered 503 and closed as it opens, before
-    it may hold anything (aiohttp itself takes as many as the clients open)."""
-    admit = server.connection_made
-
-    def connection_made(handler: Any, transport: asyncio.Transport) -> None:
-        if len(server.connections) >= limit:
-            body = json.dumps({"error": f"too many open connections (max_connections {limit})"})
-            transport.write(_BUSY % (len(body), body.encode()))
-            transport.close()
-            log.warning("refused a connection: %d are open (max_connections)", limit)
-            return
-        admit(handler, transport)
-
-    server.connection_made = connection_made  # type: ignore[method-assign]

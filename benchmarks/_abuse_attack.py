@@ -1,0 +1,118 @@
+"""The attack of bench_abuse.py, a process of its own so that its event loop never delays the
+measured client: `python -m benchmarks._abuse_attack PORT IDLE TRICKLERS SOURCE...`.
+
+It keeps IDLE sockets that send nothing and TRICKLERS that send a request's head a byte a
+second, round-robin over the SOURCE addresses (any of loopback's /8), each reopened a second
+after the daemon cuts it: an attacker who wants the sockets back. It prints `ready` once every
+socket has opened once, and on SIGTERM one JSON line of what it saw: sockets opened, sockets
+the daemon cut (answered 408, answered 503, or closed unanswered) and connects that failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from collections import Counter
+
+from localserve.server.http.front import allow_descriptors
+
+REOPEN_S = 1.0
+TRICKLE_S = 1.0
+# A head that never ends: a header a byte a second outlasts any run.
+HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + b"a" * 100_000
+
+
+def kind(answer: bytes) -> str:
+    if answer.startswith(b"HTTP/1.1 408"):
+        return "cut_408"
+    if answer.startswith(b"HTTP/1.1 503"):
+        return "cut_503"
+    return "cut_unanswered"
+
+
+async def held(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, trickle: bool, stop: asyncio.Event
+) -> bytes | None:
+    """What the daemon sent before it cut the socket, or None if we stopped first."""
+    sent = 0
+    answer = b""
+    while not stop.is_set():
+        try:
+            chunk = await asyncio.wait_for(reader.read(4096), TRICKLE_S)
+        except asyncio.TimeoutError:
+            if trickle and not answer:
+                try:
+                    writer.write(HEAD[sent : sent + 1])
+                except (ConnectionError, RuntimeError):
+                    return answer
+                sent += 1
+            continue
+        except ConnectionError:
+            return answer
+        if not chunk:
+            return answer
+        answer += chunk
+    return None
+
+
+async def keep(
+    port: int,
+    source: str,
+    trickle: bool,
+    tally: Counter[str],
+    ready: asyncio.Queue[None],
+    stop: asyncio.Event,
+) -> None:
+    """One attack socket, reopened after each cut until `stop`."""
+    first = True
+    while not stop.is_set():
+        try:
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", port, local_addr=(source, 0)
+            )
+        except OSError:
+            tally["connect_failed"] += 1
+            await asyncio.sleep(REOPEN_S)
+            continue
+        tally["opened"] += 1
+        if first:
+            first = False
+            ready.put_nowait(None)
+        answer = await held(reader, writer, trickle, stop)
+        writer.close()
+        if answer is None:
+            return
+        tally[kind(answer)] += 1
+        await asyncio.sleep(REOPEN_S)
+
+
+async def attack(port: int, idle: int, tricklers: int, sources: list[str]) -> Counter[str]:
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    tally: Counter[str] = Counter()
+    ready: asyncio.Queue[None] = asyncio.Queue()
+    total = idle + tricklers
+    tasks = [
+        asyncio.create_task(keep(port, sources[i % len(sources)], i >= idle, tally, ready, stop))
+        for i in range(total)
+    ]
+    for _ in range(total):
+        await ready.get()
+    print("ready", flush=True)
+    await stop.wait()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return tally
+
+
+def main(argv: list[str]) -> int:
+    port, idle, tricklers = (int(a) for a in argv[:3])
+    allow_descriptors(idle + tricklers + 256)
+    tally = asyncio.run(attack(port, idle, tricklers, argv[3:]))
+    print(json.dumps(dict(tally)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
