@@ -205,20 +205,20 @@ def series(reqs: list[Request], t0: float, t1: float, bucket_s: float) -> list[t
 # --- warm-up -------------------------------------------------------------------------
 
 
+async def one_request(session: aiohttp.ClientSession, base: str, model: str, kind: str) -> None:
+    """A short greedy request that must succeed."""
+    req = await stream(
+        session, base, Request(0, model, kind), payload(kind, model, PROMPTS[0], 8, 0.0, 0), None
+    )
+    if req.error:
+        raise RuntimeError(f"a request to {model} ({kind}) failed: {req.outcome}")
+
+
 async def make_resident(base: str, model: str) -> None:
     """One short request to `model`, so that a swapping daemon holds it when its memory is
     read: RSS after warm-up and at the end then compare like with like."""
     async with client_session() as session:
-        kind = KINDS[0]
-        req = await stream(
-            session,
-            base,
-            Request(0, model, kind),
-            payload(kind, model, PROMPTS[0], 8, 0.0, 0),
-            None,
-        )
-        if req.error:
-            raise RuntimeError(f"a request to {model} failed: {req.outcome}")
+        await one_request(session, base, model, KINDS[0])
 
 
 async def warm_up(
@@ -232,15 +232,7 @@ async def warm_up(
     async with client_session() as session:
         for model in models:
             for kind in KINDS:
-                req = await stream(
-                    session,
-                    base,
-                    Request(0, model, kind),
-                    payload(kind, model, PROMPTS[0], 8, 0.0, 0),
-                    None,
-                )
-                if req.error:
-                    raise RuntimeError(f"warm-up of {model} ({kind}) failed: {req.outcome}")
+                await one_request(session, base, model, kind)
     t0 = time.monotonic()
     reqs = (await traffic(base, models, 0, seconds, args))[0] if seconds > 0 else []
     rounds = itertools.count(-1, -1)  # other seeds each round: new answers for the caches
