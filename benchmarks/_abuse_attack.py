@@ -3,9 +3,10 @@ measured client: `python -m benchmarks._abuse_attack PORT IDLE TRICKLERS SOURCE.
 
 It keeps IDLE sockets that send nothing and TRICKLERS that send a request's head a byte a
 second, round-robin over the SOURCE addresses (any of loopback's /8), each reopened a second
-after the daemon cuts it: an attacker who wants the sockets back. It prints `ready` once every
-socket has opened once, and on SIGTERM one JSON line of what it saw: sockets opened, sockets
-the daemon cut (answered 408, answered 503, or closed unanswered) and connects that failed.
+after the daemon cuts it (or after a connect that failed): an attacker who wants the sockets
+back. It prints `ready` once every socket has tried to open once, and on SIGTERM one JSON line
+of what it saw: sockets opened, sockets the daemon cut (answered 408, answered 503, or closed
+unanswered) and connects that failed, by why.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from localserve.server.http.front import allow_descriptors
 
 REOPEN_S = 1.0
 TRICKLE_S = 1.0
+CONNECT_S = 10.0
 # A head that never ends: a header a byte a second outlasts any run.
 HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + b"a" * 100_000
 
@@ -69,17 +71,20 @@ async def keep(
     first = True
     while not stop.is_set():
         try:
-            reader, writer = await asyncio.open_connection(
-                "127.0.0.1", port, local_addr=(source, 0)
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0)), CONNECT_S
             )
-        except OSError:
-            tally["connect_failed"] += 1
-            await asyncio.sleep(REOPEN_S)
-            continue
-        tally["opened"] += 1
-        if first:
+        except (OSError, asyncio.TimeoutError) as exc:
+            tally[f"connect_failed ({type(exc).__name__})"] += 1
+            reader = writer = None
+        else:
+            tally["opened"] += 1
+        if first:  # tried once: whether it opened is the daemon's affair
             first = False
             ready.put_nowait(None)
+        if reader is None or writer is None:
+            await asyncio.sleep(REOPEN_S)
+            continue
         answer = await held(reader, writer, trickle, stop)
         writer.close()
         if answer is None:
@@ -102,6 +107,8 @@ async def attack(port: int, idle: int, tricklers: int, sources: list[str]) -> Co
         await ready.get()
     print("ready", flush=True)
     await stop.wait()
+    for task in tasks:  # some may wait on a connect or a read: no need to let them finish
+        task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     return tally
 

@@ -63,7 +63,7 @@ TARGET = 1.5  # TTFT p50 under attack, at most this times the quiet one
 READY_TIMEOUT_S = 120.0
 SETTLE_S = 2.0  # for the attack's reopening to reach its pace before the streams start
 HEADER = (
-    "| run | requests served | TTFT p50 (s) | vs quiet | tok/s | status calls served "
+    "| run | requests served | TTFT p50 (s) | vs quiet | tok/s (vs quiet) | status calls served "
     "| attack sockets opened | cut: 408 / unanswered / 503 | daemon CPU | attack CPU "
     "| target |\n"
     "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"
@@ -155,7 +155,11 @@ def attacked(
         run = asyncio.run(measured(name, base, args, daemon, proc.pid))
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=60)
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
     run.attack = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
     return run
 
@@ -163,6 +167,7 @@ def attacked(
 def row(run: Run, quiet: Run | None) -> str:
     ttft = run.ttft(0.5)
     ratio = div(ttft, quiet.ttft(0.5)) if quiet is not None and run is not quiet else ""
+    tok_ratio = f" ({div(run.tok_s, quiet.tok_s)})" if quiet is not None and ratio else ""
     a = run.attack
     cut = f"{a.get('cut_408', 0)} / {a.get('cut_unanswered', 0)} / {a.get('cut_503', 0)}"
     verdict = ""
@@ -175,7 +180,7 @@ def row(run: Run, quiet: Run | None) -> str:
         verdict = f"all served, TTFT p50 <= {TARGET:g}x: {'met' if met else 'missed'}"
     return (
         f"| {run.name} | {len(run.ok)} of {len(run.samples)} | {ttft:.3f} | {ratio} | "
-        f"{run.tok_s:.1f} | {run.probes.count(None)} of {len(run.probes)} | "
+        f"{run.tok_s:.1f}{tok_ratio} | {run.probes.count(None)} of {len(run.probes)} | "
         f"{a.get('opened', '') if a else ''} | {cut if a else ''} | "
         f"{run.cpu.get('daemon', 0):.0f} % | {run.cpu.get('attack', 0):.0f} % | {verdict} |"
     )
@@ -223,6 +228,7 @@ def main(argv: list[str]) -> int:
             for name, sources in attacks:
                 runs.append(attacked(name, base, daemon_pid, sources, args))
                 print(row(runs[-1], quiet), flush=True)
+                print(f"  attack saw: {json.dumps(runs[-1].attack)}", flush=True)
                 errors = {s.error for s in runs[-1].samples} | set(runs[-1].probes)
                 for error in sorted(e for e in errors if e):
                     print(f"  error: {error}", flush=True)

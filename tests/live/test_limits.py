@@ -236,6 +236,16 @@ def test_an_idle_keep_alive_connection_is_closed_after_the_idle_timeout(prompt) 
         conn.close()
 
 
+def test_a_blank_line_in_an_unread_body_does_not_hold_a_connection_open(prompt) -> None:
+    with connection(prompt) as s:
+        s.sendall(b"POST /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 404")
+        s.sendall(b"\r\n\r\n")  # the body, after the answer: no head, yet it ends like one
+        started = time.monotonic()
+        assert closed_within(s, 8) == b""
+        assert time.monotonic() - started < 6
+
+
 def test_with_every_connection_busy_a_new_request_is_a_503_and_the_daemon_serves_on(
     busy,
 ) -> None:

@@ -105,6 +105,7 @@ class Conn:
     state: State = State.HEADING
     heard: bool = False  # bytes of the current head have arrived
     tail: bytes = b""  # the current head's last bytes so far, to find its end across reads
+    handled: bool = False  # a handler runs for it (the middleware says)
     pending: int = 0  # output still unsent at the last idle check
     timer: asyncio.TimerHandle | None = None
     alive: bool = True
@@ -183,17 +184,21 @@ class Connections:
             self._arm(conn, self.settings.header_timeout)
         conn.heard = True
         if _END_OF_HEAD in data or _END_OF_HEAD in conn.tail + data[:3]:
-            self.started(conn)
+            # Busy, but the head's deadline stays until a handler starts: the blank line may
+            # be a body's that aiohttp reads past (a request it answered without reading it),
+            # and no handler will ever mark this connection waiting again.
+            conn.state, conn.heard, conn.tail = State.BUSY, False, b""
         else:
             conn.tail = (conn.tail + data[-3:])[-3:]
 
     def started(self, conn: Conn) -> None:
-        """A request's head is in: its handler runs, or is about to."""
-        conn.state, conn.heard, conn.tail = State.BUSY, False, b""
+        """A request's handler starts."""
+        conn.state, conn.heard, conn.tail, conn.handled = State.BUSY, False, b"", True
         self._arm(conn, 0)
 
     def finished(self, conn: Conn) -> None:
         """Its handler has returned: the connection waits for the next request."""
+        conn.handled = False
         if not conn.alive:
             return
         conn.state, conn.since, conn.pending = State.WAITING, next(self._tickets), 0
@@ -247,7 +252,9 @@ class Connections:
 
     def _expire(self, conn: Conn) -> None:
         conn.timer = None
-        if conn.state is State.HEADING and not conn.heard:
+        if conn.state is State.BUSY:  # its head seemed in, yet no handler came
+            self._close(conn, "no request within header_timeout")
+        elif conn.state is State.HEADING and not conn.heard:
             self._close(conn, "nothing sent within header_timeout")
         elif conn.state is State.HEADING:
             body = json.dumps(
