@@ -322,8 +322,9 @@ class LlamaCppBackend:
                 n += 1
                 p += 1
             if chunk.sample and not every_token:
-                logits[n - 1] = 1
-                out_at.append((slot, n - 1))
+                for i in range(n - 1 - chunk.drafts, n):
+                    logits[i] = 1
+                    out_at.append((slot, i))
         batch.n_tokens = n
         return out_at
 

@@ -132,6 +132,8 @@ class ModelLoad(msgspec.Struct, array_like=True):
     running: int
     busy: int
     prompt_cache: dict[str, Any] | None = None
+    # Draft tokens verified and accepted so far (engine/batching/drafts.py); None: none drafts.
+    speculation: dict[str, int] | None = None
 
 
 class Step(msgspec.Struct, tag=True):

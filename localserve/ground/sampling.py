@@ -48,6 +48,8 @@ class SamplingParams:
     grammar: Grammar | None = None
     # OpenAI's logit_bias: (token id, bias added to its logit), ids checked against the vocabulary.
     logit_bias: tuple[tuple[int, float], ...] = ()
+    # Draft tokens a step may verify for it (engine/batching/drafts.py); None: --speculative.
+    draft_tokens: int | None = None
 
     @property
     def greedy(self) -> bool:
@@ -59,4 +61,16 @@ class SamplingParams:
             self.repeat_penalty != 1.0
             or self.presence_penalty != 0.0
             or self.frequency_penalty != 0.0
+        )
+
+    @property
+    def can_draft(self) -> bool:
+        """Drafts are checked against the greedy choice, so only a plain greedy sequence (no
+        penalties, biases, grammar or infill sampler to change that choice) drafts."""
+        return (
+            self.greedy
+            and not self.has_penalties
+            and not self.infill
+            and not self.logit_bias
+            and self.grammar is None
         )

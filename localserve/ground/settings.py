@@ -115,6 +115,19 @@ class Settings:
         "another request, so they resume without prefilling again (0: off; at most the slots' "
         "KV size)",
     )
+    speculative: int = setting(
+        0,
+        WHOLE,
+        "draft tokens a greedy request's step may verify, found by prompt lookup (its last "
+        "tokens seen earlier in the prompt or answer), while the step has room (0: off; a "
+        "request's speculative field or option overrides it)",
+    )
+    saved_conversations: int = setting(
+        2 << 30,
+        SIZE,
+        "disk space under the state folder for conversations kept when their model is "
+        "unloaded, so that they resume without prefilling when it loads again (0: off)",
+    )
     # Codex sends no max_output_tokens to a local server: without a cap a small model may
     # write until its slot is full. Ollama's num_predict, per model as its Modelfiles set it.
     max_tokens: dict[str, int] | None = setting(
@@ -290,6 +303,11 @@ def models_dir(settings: Settings) -> Path:
 
 def log_dir() -> Path:
     return Path(platformdirs.user_log_dir(APP, appauthor=False))
+
+
+def saved_conversations_dir() -> Path:
+    """Where conversations wait on disk while their model is not loaded."""
+    return Path(platformdirs.user_state_dir(APP, appauthor=False)) / "conversations"
 
 
 OPERATOR_HEADER = "X-Localserve-Operator"

@@ -15,12 +15,15 @@ class StepChunk:
 
     `sample` asks for a token to be drawn after the last one: true for a decode token and for
     the final chunk of a prompt, false for a prefill chunk that leaves more prompt to go.
+    `drafts` are the last tokens of a decode chunk that are only guesses
+    (engine/batching/drafts.py): a token is drawn after each of them too, to verify them.
     """
 
     slot: int
     tokens: list[int]
     start_pos: int
     sample: bool
+    drafts: int = 0
 
 
 @dataclass

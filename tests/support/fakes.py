@@ -110,7 +110,7 @@ class FakeBackend(FakeVocabulary):
 
     def step(self, plan: StepPlan) -> list[int]:
         self.calls.append(("generate", plan))
-        return [TOKEN for c in plan.chunks if c.sample]
+        return [TOKEN for c in plan.chunks if c.sample for _ in range(c.drafts + 1)]
 
     def embed(self, plan: StepPlan) -> np.ndarray:
         self.calls.append(("embed", plan))

@@ -59,3 +59,14 @@ class Embedder(Protocol):
     def submit_embedding(self, job: EmbeddingJob) -> None:
         """Queue a job's inputs; raise ContextOverflow or QueueFull at once."""
         ...
+
+
+@runtime_checkable
+class Spiller(Protocol):
+    """A batcher that keeps its conversations on disk while its model is unloaded
+    (engine/batching/saved_conversations.py). Optional."""
+
+    def save_conversations(self) -> int:
+        """Write what the slots and the prompt cache hold, before the backend closes; returns
+        how many conversations were written."""
+        ...

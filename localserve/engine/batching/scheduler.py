@@ -5,6 +5,8 @@ sequence, then prefill chunks of newly admitted ones, shortest first, under a pe
 budget (chunked prefill), so a long prompt never stalls the streams already running. When the
 backend can embed, embedding inputs borrow free slots too (engine/batching/embedding_lane.py),
 and this scheduler decides whose turn it is: embedding and generation steps take turns.
+A plain greedy sequence may add drafted tokens to its decode token, verified in the same step
+(engine/batching/drafts.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable
 
 from localserve.backends.base import EmbeddingBackend, SlotBackend
 from localserve.engine.batching.admission import AdmissionQueue, Cancellable
+from localserve.engine.batching.drafts import Drafter, StepCost, plan_drafts
 from localserve.engine.batching.embedding import EmbeddingJob
 from localserve.engine.batching.embedding_lane import EmbeddingLane
 from localserve.engine.batching.outputs import Outbox, StepResult, accept_token, end_sequence
@@ -34,6 +37,8 @@ MAX_DEFERRALS = 16
 # between their tokens, and 512 prompt tokens took 3 to 5 s here. 128 keeps the gap under a
 # second for a few percent more steps in a long prefill (see docs/architecture.md).
 PREFILL_TOKENS_WHILE_DECODING = 128
+# Draft tokens one step may verify, whatever the cost model allows (see drafts.plan_drafts).
+MAX_STEP_DRAFTS = 32
 
 
 class Scheduler:
@@ -45,6 +50,7 @@ class Scheduler:
         max_waiting: int = 64,
         step_tokens: int = 512,
         prompt_cache: PromptCache | None = None,
+        draft_tokens: int = 0,
     ) -> None:
         info = backend.info
         self.backend = backend
@@ -60,6 +66,10 @@ class Scheduler:
         if isinstance(backend, EmbeddingBackend) and backend.pooling != "none":
             self.embeddings = EmbeddingLane(backend, self.slots, self.step_tokens, max_waiting)
         self._embedding_turn = False
+        self.draft_tokens = draft_tokens
+        self.step_cost = StepCost()
+        self.drafted = 0
+        self.drafts_accepted = 0
 
     # -- called from the event loop ----------------------------------------------------------
 
@@ -98,6 +108,11 @@ class Scheduler:
         lane = self.embeddings.busy if self.embeddings else 0
         return len(self.running) + len(self.waiting) + lane
 
+    def save_conversations(self) -> int:
+        """Keep the slots' and the prompt cache's conversations on disk for the model's next
+        load; called once the device loop no longer steps it."""
+        return self.slots.spill()
+
     # -- called from the engine thread -------------------------------------------------------
 
     def has_work(self) -> bool:
@@ -125,7 +140,9 @@ class Scheduler:
         if not plan.chunks:
             return outbox
         try:
+            t0 = time.perf_counter()
             sampled = self.backend.step(plan)
+            self.step_cost.record(plan.n_tokens, time.perf_counter() - t0)
         except Exception as exc:  # a kernel failure fails this step's sequences, not the daemon
             log.exception("step failed for model %s", self.backend.info.name)
             for seq in seqs:
@@ -184,12 +201,15 @@ class Scheduler:
         seqs: list[Sequence] = []
         budget = self.step_tokens
         decoding = 0
-        for seq in self.running:
-            if seq.prefill_done:
-                assert seq.slot is not None
-                plan.chunks.append(StepChunk(seq.slot, [seq.generated[-1]], seq.position, True))
-                seqs.append(seq)
-                decoding += 1
+        decoders = [s for s in self.running if s.prefill_done]
+        drafts_of = self._drafts(decoders, budget)
+        for seq in decoders:
+            assert seq.slot is not None
+            drafts = drafts_of.get(seq.id, [])
+            tokens = [seq.generated[-1], *drafts]
+            plan.chunks.append(StepChunk(seq.slot, tokens, seq.position, True, len(drafts)))
+            seqs.append(seq)
+            decoding += len(tokens)
         budget -= decoding
         if decoding:
             budget = min(budget, PREFILL_TOKENS_WHILE_DECODING)
@@ -218,6 +238,45 @@ class Scheduler:
         plan.chunks = [plan.chunks[i] for i in order]
         return plan, [seqs[i] for i in order]
 
+    def _drafts(self, decoders: list[Sequence], budget: int) -> dict[int, list[int]]:
+        """The draft tokens each decoding sequence runs in this step, by sequence id: those
+        its prompt lookup offers, as many as pay for themselves (drafts.plan_drafts)."""
+        offers: list[tuple[Sequence, list[int]]] = []
+        for seq in decoders:
+            found = self._lookup(seq)
+            if found:
+                offers.append((seq, found))
+        if not offers:
+            return {}
+        room = min(MAX_STEP_DRAFTS, budget - len(decoders))
+        rates = [(seq.drafter.acceptance if seq.drafter else 0.0, len(f)) for seq, f in offers]
+        taken = plan_drafts(rates, len(decoders), self.step_cost.fixed_tokens, room)
+        drafts = {}
+        for (seq, found), k in zip(offers, taken):
+            assert seq.drafter is not None
+            if k:
+                drafts[seq.id] = found[:k]
+            else:
+                seq.drafter.rest()
+        return drafts
+
+    def _lookup(self, seq: Sequence) -> list[int]:
+        """What `seq`'s prompt lookup offers, at most its draft length and what it could
+        keep (its token cap, its context); nothing where it may not draft."""
+        k = seq.params.draft_tokens
+        k = self.draft_tokens if k is None else k
+        if k <= 0 or not seq.params.can_draft:
+            return []
+        left = seq.max_new_tokens - len(seq.generated) - 1
+        k = min(k, left, self.backend.info.n_ctx_slot - seq.position - 2)
+        if k <= 0:
+            return []
+        if seq.drafter is None:
+            seq.drafter = Drafter(seq.prompt)
+        drafter = seq.drafter
+        drafter.extend(seq.generated[len(drafter.tokens) - len(seq.prompt) :])
+        return drafter.lookup(k)
+
     def _postprocess(
         self, plan: StepPlan, seqs: list[Sequence], sampled: list[int], outbox: Outbox
     ) -> None:
@@ -226,8 +285,43 @@ class Scheduler:
         for chunk, seq in zip(plan.chunks, seqs):
             if not seq.prefill_done:
                 seq.n_prefilled += len(chunk.tokens)
-            if chunk.sample:
+            if chunk.drafts:
+                picks = [next(draws) for _ in range(chunk.drafts + 1)]
+                self._verify(seq, chunk, picks, now, outbox)
+            elif chunk.sample:
                 self._accept(seq, next(draws), now, outbox)
+
+    def _verify(
+        self, seq: Sequence, chunk: StepChunk, picks: list[int], now: float, outbox: Outbox
+    ) -> None:
+        """Keep the drafts up to the first the model would not have written, and the model's
+        own token after them: the tokens plain greedy decoding gives, a step's worth or more."""
+        drafts = chunk.tokens[1:]
+        kept = 0
+        while kept < len(drafts) and picks[kept] == drafts[kept]:
+            kept += 1
+        assert seq.drafter is not None and seq.slot is not None
+        seq.drafter.judge(len(drafts), kept)
+        self.drafted += len(drafts)
+        self.drafts_accepted += kept
+        # The rejected drafts' cells go: the next token runs at the first of their positions.
+        if not self.backend.seq_trim(seq.slot, chunk.start_pos + 1 + kept):
+            error = "could not roll back the cells of rejected draft tokens"
+            self._finish(seq, "error", outbox, error=error, kv_valid=False)
+            return
+        texts: list[str] = []
+        for token in picks[: kept + 1]:
+            text, reason = accept_token(seq, token, self.backend, now)
+            if reason is not None:
+                self._finish(seq, reason, outbox, text="".join(texts) + text)
+                return
+            texts.append(text)
+        if joined := "".join(texts):
+            outbox.append((seq, Delta(joined)))
+
+    def speculation(self) -> dict[str, int]:
+        """Draft tokens verified and accepted so far, for /metrics."""
+        return {"drafted": self.drafted, "accepted": self.drafts_accepted}
 
     def _accept(self, seq: Sequence, token: int, now: float, outbox: Outbox) -> None:
         """Take one sampled token: detokenize, check stops, and decide whether the sequence ends."""

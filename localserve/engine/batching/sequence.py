@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from localserve.engine.batching.detokenizer import IncrementalDetokenizer
+from localserve.engine.batching.drafts import Drafter
 from localserve.engine.batching.stops import StopMatcher
 from localserve.ground.sampling import SamplingParams
 
@@ -63,6 +64,8 @@ class Sequence:
         self.first_token_at: float | None = None
         self.finished_at: float | None = None
         self.detokenizer = IncrementalDetokenizer()
+        # Its prompt-lookup index, made at its first draft (engine/batching/drafts.py).
+        self.drafter: Drafter | None = None
         self.stops = StopMatcher(params.stop)
 
     @property

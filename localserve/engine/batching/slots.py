@@ -3,17 +3,19 @@
 A slot keeps the cells of its last sequence after it ends, so a new prompt that shares a prefix
 with them (the next turn of a chat, the same system prompt) skips prefilling that prefix. A new
 sequence starts from the longest prefix of its prompt at hand anywhere: its slot's own cells,
-another slot's (copied), or the prompt cache's (restored). Whatever the slot held that is about
+another slot's (copied), or the prompt cache's (restored, from memory or, after the model was
+unloaded and loaded again, from disk). Whatever the slot held that is about
 to be lost goes to the prompt cache first.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Protocol, runtime_checkable
 
 from localserve.backends.base import SlotBackend
 from localserve.engine.batching.prefix import common_prefix
-from localserve.engine.batching.prompt_cache import PromptCache
+from localserve.engine.batching.prompt_cache import PromptCache, SavedPrompt
 from localserve.engine.batching.sequence import Sequence
 
 # What one more micro-batch per step is worth in prefill tokens skipped (see _pick).
@@ -154,17 +156,21 @@ class Slots:
             n = common_prefix(seq.prompt[: seq.n_prefilled], prompt)
             if n > copied and seq.slot is not None:
                 source, copied = seq.slot, n
-        entry, saved = self.cache.longest_prefix(prompt) if self.cache else (None, 0)
+        entry, saved = self.cache.longest_prefix(prompt) if self.cache is not None else (None, 0)
         # A restore writes the slot's data at once: it would reach a pending copy's target.
         restorable = slot not in self._copy_sources
         if entry is not None and restorable and saved - max(own, copied) >= MIN_GAIN_TOKENS:
-            self._save(slot, keep=0)
-            if not self.states.seq_restore(slot, entry.state):
-                self.forget(slot)
-                return 0
             assert self.cache is not None
-            self.cache.used(entry, saved)
-            return saved
+            t0 = time.perf_counter()
+            state = self.cache.state_of(entry)
+            if state is not None:
+                self._save(slot, keep=0)
+                if not self.states.seq_restore(slot, state):
+                    self.cache.refused(entry)
+                    self.forget(slot)
+                    return 0
+                self.cache.used(entry, saved, time.perf_counter() - t0)
+                return saved
         if source is not None and copied - own >= MIN_GAIN_TOKENS:
             self._save(slot, keep=0)
             self.states.seq_copy(source, slot)
@@ -172,6 +178,18 @@ class Slots:
             return copied
         self._save(slot, keep=min(own, len(prompt) - 1))
         return own
+
+    def spill(self) -> int:
+        """Before the model is unloaded: write what the free slots hold and the prompt cache's
+        entries to disk, to be restored when it loads again. Returns how many were written."""
+        if self.cache is None or self.states is None:
+            return 0
+        held = [
+            SavedPrompt(self.tokens[slot], self.states.seq_save(slot))
+            for slot in self.free
+            if len(self.tokens[slot]) >= MIN_SAVE_TOKENS
+        ]
+        return self.cache.spill(held)
 
     def _save(self, slot: int, keep: int) -> None:
         """Save a free slot's cells to the prompt cache when more than `keep` tokens of them

@@ -28,7 +28,7 @@ import msgspec
 import numpy as np
 import psutil
 
-from localserve.engine.batching.batcher import Batcher, Embedder
+from localserve.engine.batching.batcher import Batcher, Embedder, Spiller
 from localserve.engine.batching.embedding import EmbeddingJob
 from localserve.engine.batching.sequence import Sequence
 from localserve.engine.worker.device_loop import DeviceLoop
@@ -104,11 +104,13 @@ class ResidentBatcher:
                 self.worker.forget(self.name, seq.id)
         batcher = self.batcher
         cache = getattr(batcher, "prompt_cache", None)
+        speculation = getattr(batcher, "speculation", None)
         load = m.ModelLoad(
             len(batcher.waiting),
             len(batcher.running),
             batcher.busy,
             cache.stats() if cache is not None else None,
+            speculation() if speculation is not None else None,
         )
         self.worker.conn.send(m.Step(self.name, outputs, load))
         for job, error in result.embedded:
@@ -134,6 +136,9 @@ class Worker:
         self._steps = 0
         self._fault = Fault.from_env(os.environ)  # off unless a test sets it
         self._extra_bufts_models: set[str] = set()
+        # Models whose unload (and its writing of their conversations) has not finished: a load
+        # of the same model waits for it, so it finds every conversation saved.
+        self._unloading: dict[str, threading.Event] = {}
 
     def serve(self) -> None:
         self.loop.start()
@@ -144,7 +149,9 @@ class Worker:
         if isinstance(message, m.Load):
             self._in_thread(message.ref, lambda: self._load(message))
         elif isinstance(message, m.Unload):
-            self._in_thread(message.ref, lambda: self._unload(message.model))
+            # Marked before its thread starts: a load sent after it must find it in progress.
+            done = self._unloading[message.model] = threading.Event()
+            self._in_thread(message.ref, lambda: self._unload(message.model, done))
         elif isinstance(message, m.Tokenize):
             self._answer(message.ref, lambda: self._tokenize(message))
         elif isinstance(message, m.Submit):
@@ -160,6 +167,8 @@ class Worker:
 
     def _load(self, message: m.Load) -> m.Loaded:
         ref = message.model
+        if (unloading := self._unloading.get(ref.name)) is not None:
+            unloading.wait()
         rss_before = psutil.Process().memory_info().rss
         t0 = time.perf_counter()
         built = build_model(self.settings, message)
@@ -180,12 +189,27 @@ class Worker:
         log.info("loaded %s in %.2fs", ref.name, loaded.load_seconds)
         return loaded
 
-    def _unload(self, name: str) -> None:
-        with self._lock:
-            resident = self.models.pop(name, None)
-        if resident is None:
-            return
+    def _unload(self, name: str, done: threading.Event) -> None:
+        try:
+            with self._lock:
+                resident = self.models.pop(name, None)
+            if resident is not None:
+                self._close(name, resident)
+        finally:
+            if self._unloading.get(name) is done:
+                del self._unloading[name]
+            done.set()
+
+    def _close(self, name: str, resident: ResidentBatcher) -> None:
         self.loop.remove(resident)  # waits for a step in progress
+        if isinstance(resident.batcher, Spiller):
+            t0 = time.perf_counter()
+            try:
+                n = resident.batcher.save_conversations()
+            except Exception:  # the model still unloads; its conversations prefill next time
+                log.exception("could not save the conversations of %s", name)
+            else:
+                log.info("saved %d conversations of %s in %.2fs", n, name, time.perf_counter() - t0)
         resident.built.backend.close()
         self._extra_bufts_models.discard(name)
 

@@ -4,15 +4,23 @@ worker's device (blocking: seconds). The daemon only sizes models (engine/reside
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from localserve.backends.base import Backend
 from localserve.engine.batching.batcher import Batcher
+from localserve.engine.batching.saved_conversations import SavedConversations
 from localserve.formats.errors import refused_as_load_failure
 from localserve.ground import messages as m
 from localserve.ground.errors import LoadFailed
-from localserve.ground.settings import Settings
+from localserve.ground.settings import Settings, saved_conversations_dir
+
+if TYPE_CHECKING:
+    from localserve.backends.llama_cpp import LlamaCppOptions
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -57,12 +65,37 @@ def _load_gguf(s: Settings, load: m.Load) -> Built:
         device=load.device,
     )
     backend = LlamaCppBackend(load.model.name, load.model.path, backend_opts)
-    cache = PromptCache(load.prompt_cache_bytes) if load.prompt_cache_bytes > 0 else None
+    cache = None
+    if load.prompt_cache_bytes > 0:
+        cache = PromptCache(load.prompt_cache_bytes, _saved_conversations(s, load, backend_opts))
     scheduler = Scheduler(
-        backend, max_waiting=s.max_queue, step_tokens=s.step_tokens, prompt_cache=cache
+        backend,
+        max_waiting=s.max_queue,
+        step_tokens=s.step_tokens,
+        prompt_cache=cache,
+        draft_tokens=s.speculative,
     )
     # What llama.cpp says it allocated, from its own "buffer size" log lines.
     return Built(backend, scheduler, backend.buffers)
+
+
+def _saved_conversations(
+    s: Settings, load: m.Load, opts: LlamaCppOptions
+) -> SavedConversations | None:
+    """This model's conversations on disk: kept per file and per everything that shapes a
+    slot's cells (a state from another configuration would be refused, or worse, taken)."""
+    if s.saved_conversations <= 0:
+        return None
+    import llama_cpp
+
+    config = f"{llama_cpp.__version__}:{opts.n_slots}:{opts.n_ctx_slot}:{opts.kv_unified}"
+    try:
+        return SavedConversations(
+            saved_conversations_dir(), load.model.path, config, s.saved_conversations
+        )
+    except OSError as exc:  # an unreadable state folder costs prefills, never the load
+        log.warning("conversations of %s are not saved: %s", load.model.name, exc)
+        return None
 
 
 def _load_onnx(s: Settings, load: m.Load) -> Built:

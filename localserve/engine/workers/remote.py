@@ -104,6 +104,7 @@ class RemoteRunner:
             "queued": load.waiting,
             "running": load.running,
             "prompt_cache": load.prompt_cache,
+            "speculation": load.speculation,
             "batch_sizes": dict(self.batch_sizes),
         }
 

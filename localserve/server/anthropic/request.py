@@ -109,6 +109,7 @@ def read_request(body: v.JSON, counting: bool = False) -> MessagesRequest:
         max_tokens=max_tokens,
         stop=v.stop_list(body, "stop_sequences"),
         grammar=_format(v.obj(body, "output_config")),
+        draft_tokens=v.draft_tokens(body),
     )
     ask = ChatAsk(
         model_name(body, accept_name=False),

@@ -144,6 +144,19 @@ class _Live:
         cache_bytes = GaugeMetricFamily(
             "localserve_prompt_cache_bytes", "Memory the prompt cache holds", labels=["model"]
         )
+        drafted = CounterMetricFamily(
+            "localserve_draft_tokens",
+            "Draft tokens verified (speculative decoding by prompt lookup)",
+            labels=["model"],
+        )
+        accepted = CounterMetricFamily(
+            "localserve_draft_tokens_accepted", "Draft tokens the model kept", labels=["model"]
+        )
+        acceptance = GaugeMetricFamily(
+            "localserve_draft_acceptance_ratio",
+            "Share of draft tokens the model kept, since it loaded",
+            labels=["model"],
+        )
         for model in manager.models:
             stats = model.runner.stats()
             running.add_metric([model.name], stats["running"])
@@ -160,7 +173,12 @@ class _Live:
             hits.add_metric([model.name], cache.get("hits", 0))
             restored.add_metric([model.name], cache.get("tokens_restored", 0))
             cache_bytes.add_metric([model.name], cache.get("bytes", 0))
+            if (spec := stats.get("speculation")) is not None:
+                drafted.add_metric([model.name], spec["drafted"])
+                accepted.add_metric([model.name], spec["accepted"])
+                acceptance.add_metric([model.name], spec["accepted"] / max(1, spec["drafted"]))
         yield from (running, waiting, batch, hits, restored, cache_bytes)
+        yield from (drafted, accepted, acceptance)
         yield from self._residency()
         yield from self._pools()
         yield from self._workers()

@@ -51,6 +51,21 @@ def integer(body: JSON, key: str, default: int | None, lo: int, hi: int) -> int 
     return value
 
 
+# The most draft tokens a request may ask a step to verify (engine/batching/drafts.py).
+MAX_DRAFT_TOKENS = 32
+
+
+def draft_tokens(body: JSON, key: str = "speculative") -> int | None:
+    """A request's speculative decoding: a count of draft tokens per step, false for none, true
+    or absent for the server's --speculative."""
+    value = body.get(key)
+    if value is None or value is True:
+        return None
+    if value is False:
+        return 0
+    return integer(body, key, None, 0, MAX_DRAFT_TOKENS)
+
+
 def boolean(body: JSON, key: str, default: bool) -> bool:
     value = body.get(key)
     if value is None:

@@ -58,6 +58,7 @@ def options_from(body: v.JSON) -> OllamaOptions:
         max_tokens=None if num_predict is None or num_predict < 0 else max(num_predict, 1),
         stop=v.stop_list(o),
         grammar=structured.from_format(body),
+        draft_tokens=v.draft_tokens(o),
     )
     num_ctx = v.integer(o, "num_ctx", None, 1, _NO_LIMIT)
     num_keep = v.integer(o, "num_keep", 4, -1, _NO_LIMIT)

@@ -49,6 +49,7 @@ def sampling_from(body: v.JSON) -> SamplingParams:
         stop=stop,
         logit_bias=_logit_bias(body),
         grammar=structured.from_response_format(body),
+        draft_tokens=v.draft_tokens(body),
     )
 
 

@@ -126,6 +126,13 @@ TEMPLATE_KWARGS = nullable(
     }
 )
 PENALTIES = {"presence_penalty": number(-2, 2, 0), "frequency_penalty": number(-2, 2, 0)}
+SPECULATIVE = one_of(
+    {"type": "boolean"},
+    integer(0, 32),
+    {"type": "null"},
+    description="draft tokens a step may verify for a greedy request (prompt lookup): a count, "
+    "false for none, true or null for the server's --speculative",
+)
 
 # OpenAI's sampling fields, with llama.cpp's top_k, min_p and repeat_penalty.
 OPENAI_SAMPLING = {
@@ -152,6 +159,7 @@ OPENAI_SAMPLING = {
     "stream": boolean(False),
     "stream_options": nullable(obj({"include_usage": boolean(False)})),
     "keep_alive": KEEP_ALIVE,
+    "speculative": SPECULATIVE,
 }
 OLLAMA_OPTIONS = nullable(
     obj(
@@ -170,6 +178,7 @@ OLLAMA_OPTIONS = nullable(
             "stop": STOP,
             "num_gpu": integer(-1, NO_LIMIT, -1, "layers on a GPU; -1 leaves it to placement"),
             "main_gpu": integer(0, 255, doc="which GPU, 0 first"),
+            "speculative": SPECULATIVE,
         }
     )
 )

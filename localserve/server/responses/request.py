@@ -148,6 +148,7 @@ def read_request(body: v.JSON) -> ResponsesRequest:
         top_p=v.number(body, "top_p", 0.95, 0.0, 1.0),
         max_tokens=v.integer(body, "max_output_tokens", None, 1, 1 << 30),
         grammar=_format(v.obj(body, "text")),
+        draft_tokens=v.draft_tokens(body),
     )
     system = [{"role": "system", "content": instructions}] if instructions else []
     namespaced: dict[str, tuple[str, str]] = {}

@@ -1,0 +1,172 @@
+"""Speculative decoding benchmark: tokens/s with prompt-lookup drafts on and off, on edit-style
+and quoting answers, at 1 and 16 streams.
+
+Workloads, greedy:
+- edit: a 60-line Python function, to be returned with the variable `x` renamed to `count`;
+- rag: a passage of facts and a question whose answer quotes the passage's sentences.
+
+One daemon (SmolLM2, 16 slots) serves every run; "off" sends `speculative: 0` and "on" the
+server's default, in alternating order each round. Reported per workload and concurrency: the
+median tokens/s of each, their ratio (targets: >= 1.6x at c=1, >= 0.98x at c=16), the share of
+drafted tokens the model kept (from /metrics), and whether every answer was identical.
+
+    python -m benchmarks.bench_speculative                   # writes docs/benchmarks.md
+    python -m benchmarks.bench_speculative --rounds 1 --no-write
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shlex
+import statistics
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import aiohttp
+
+from benchmarks._common import (
+    cli,
+    client_session,
+    command,
+    div,
+    free_port,
+    publish,
+    running,
+    serve_command,
+)
+
+MARKERS = ("<!-- bench_speculative:start -->", "<!-- bench_speculative:end -->")
+SLOTS, CTX = 16, 2048
+MAX_TOKENS = 320
+
+
+def edit_prompt(i: int) -> str:
+    body = []
+    for j in range(28):
+        body.append(f"    if x > {j * 3 + i}:")
+        body.append(f"        x = x - {j + 1}")
+    lines = [f"def settle_{i}(x):", *body, "    return x"]
+    return (
+        "Here is a Python function:\n\n" + "\n".join(lines) + "\n\nReturn it with the variable "
+        "`x` renamed to `count`. Write only the code."
+    )
+
+
+def rag_prompt(i: int) -> str:
+    facts = [
+        f"The station at kilometre {k * 12 + i} of the northern line opened in {1890 + k} "
+        f"and serves {k * 300 + 150} passengers a day."
+        for k in range(20)
+    ]
+    return (
+        "Context:\n" + "\n".join(facts) + "\n\nQuestion: list every station of the northern "
+        "line with its opening year and its passengers, quoting the context's sentences."
+    )
+
+
+WORKLOADS = {"edit": edit_prompt, "rag": rag_prompt}
+
+
+async def one(
+    session: aiohttp.ClientSession, base: str, prompt: str, speculative: bool
+) -> tuple[int, str]:
+    body: dict = {
+        "model": "smollm2",
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": MAX_TOKENS,
+        "temperature": 0,
+    }
+    if not speculative:
+        body["speculative"] = 0
+    async with session.post(base + "/v1/chat/completions", json=body) as r:
+        if r.status != 200:
+            raise RuntimeError(f"HTTP {r.status}: {(await r.text())[:300]}")
+        answer = await r.json()
+    return answer["usage"]["completion_tokens"], answer["choices"][0]["message"]["content"]
+
+
+async def batch(base: str, prompts: list[str], speculative: bool) -> tuple[float, list[str]]:
+    async with client_session() as session:
+        t0 = time.perf_counter()
+        results = await asyncio.gather(*(one(session, base, p, speculative) for p in prompts))
+        wall = time.perf_counter() - t0
+    return sum(n for n, _ in results) / wall, [text for _, text in results]
+
+
+def drafts(base: str) -> tuple[float, float]:
+    """The daemon's draft counters: (drafted, accepted)."""
+    text = urllib.request.urlopen(base + "/metrics").read().decode()
+    values = {"drafted": 0.0, "accepted": 0.0}
+    for line in text.splitlines():
+        if line.startswith("localserve_draft_tokens_total"):
+            values["drafted"] = float(line.split()[-1])
+        elif line.startswith("localserve_draft_tokens_accepted_total"):
+            values["accepted"] = float(line.split()[-1])
+    return values["drafted"], values["accepted"]
+
+
+def measure(base: str, workload: str, streams: int, rounds: int) -> str:
+    prompts = [WORKLOADS[workload](i) for i in range(streams)]
+    asyncio.run(batch(base, prompts[:1], True))  # warm-up
+    rates: dict[bool, list[float]] = {True: [], False: []}
+    answers: dict[bool, list[list[str]]] = {True: [], False: []}
+    drafted = accepted = 0.0
+    for r in range(rounds):
+        for on in (True, False) if r % 2 == 0 else (False, True):
+            before = drafts(base)
+            rate, texts = asyncio.run(batch(base, prompts, on))
+            after = drafts(base)
+            if on:
+                drafted += after[0] - before[0]
+                accepted += after[1] - before[1]
+            rates[on].append(rate)
+            answers[on].append(texts)
+            print(f"{workload} c={streams} round {r} {'on' if on else 'off'}: {rate:.1f} tok/s")
+    same = all(a == answers[False][0] for a in answers[True] + answers[False])
+    on, off = statistics.median(rates[True]), statistics.median(rates[False])
+    kept = f"{accepted / drafted:.0%} of {drafted:.0f}" if drafted else "none drafted"
+    return (
+        f"| {workload} | {streams} | {off:.1f} | {on:.1f} | {div(on, off)} | {kept} "
+        f"| {'yes' if same else 'NO'} |"
+    )
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds of on and off")
+    p.add_argument("--concurrency", default="1,16", help="streams, comma-separated")
+    p.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
+    args = p.parse_args(argv)
+    threads = len(os.sched_getaffinity(0))
+    port = free_port()
+    cmd = serve_command(["--model", "smollm2", "--parallel", str(SLOTS), "--ctx", str(CTX)], port)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench_speculative_") as tmp:
+        with running(cmd, port, "/health", Path(tmp) / "daemon.log") as base:
+            for workload in WORKLOADS:
+                for streams in (int(c) for c in args.concurrency.split(",")):
+                    rows.append(measure(base, workload, streams, args.rounds))
+    table = [
+        "| workload | streams | off, tok/s (median) | on, tok/s (median) | on vs off "
+        "| drafts kept | answers identical |",
+        "|---|---:|---:|---:|---:|---|---|",
+        *rows,
+    ]
+    facts = [
+        f"Command: `{shlex.join(command(__file__, argv))}`",
+        f"SmolLM2-135M (Q4_1), {SLOTS} slots of {CTX} tokens, {threads} threads; greedy "
+        f"answers of up to {MAX_TOKENS} tokens; {args.rounds} alternating rounds, medians.",
+        "llama-server's `--spec-type ngram` was not run: no llama-server is built on this "
+        "machine (see the section's note in docs/benchmarks.md).",
+    ]
+    title = "## Speculative decoding by prompt lookup (`bench_speculative.py`)"
+    publish(MARKERS, title, facts, table, not args.no_write)
+    return 0
+
+
+if __name__ == "__main__":
+    cli(main)
