@@ -120,8 +120,8 @@ class BatchRuntime(Backend, Protocol):
 
     # The most requests one batch holds.
     max_batch_size: int
-    # True when requests may join a running batch (a paged KV cache); false for static batches,
-    # which run until their last request ends.
+    # True when requests may join a running batch at its next step (a paged KV cache, or our own
+    # KV rows on the CPU); false for static batches, which run until their last request ends.
     continuous: bool
     # The model's end-of-generation tokens; a turn that ends with TurnEnd.EOS emitted one.
     eos_ids: frozenset[int]

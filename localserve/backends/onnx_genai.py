@@ -1,17 +1,22 @@
-"""An onnxruntime-genai model: its execution provider, tokenizer and generation engine.
+"""An onnxruntime-genai model: its execution provider, tokenizer and how its batches run.
 
-onnxruntime-genai's `Engine` runs the batches: it pads prompts of different lengths correctly
-and samples per request. (Its lower-level `Generator` does not: in 0.18 `append_tokens` builds
-no padding mask, so a batch of prompts of different lengths decodes garbage; it serves only the
-benchmark's equal-length static batch.) The Engine comes in two kinds:
+A model's requests are batched one of three ways, the first that works:
 
-- **dynamic batching** (paged KV cache): requests join and leave between steps. It needs a model
-  exported with a paged cache and a provider that has one (CUDA, WebGPU).
-- **static batching**, everywhere else (the CPU): a batch runs until its last request ends and
-  later requests wait for the next one. `engine/batching/onnx_batcher.py` forms those batches.
+- **onnxruntime-genai's dynamic Engine** (paged KV cache): requests join and leave between
+  steps. It needs a model exported with a paged cache and a provider that has one (CUDA,
+  WebGPU).
+- **our own rows** on the CPU (backends/onnx_rows.py): one onnxruntime session over a KV buffer
+  of one row per request, so a request joins the running batch at the next step. It takes the
+  decoders onnxruntime-genai's builder exports (`onnx_rows.fits`).
+- **onnxruntime-genai's static Engine**, for any other model: a batch runs until its last
+  request ends and later requests wait for the next one (engine/batching/onnx_batcher.py forms
+  those batches). It pads prompts of different lengths correctly and samples per request; its
+  lower-level `Generator` does not (in 0.18 `append_tokens` builds no padding mask, so a batch
+  of prompts of different lengths decodes garbage).
 
-An Engine may only be used from the thread that created it, so the batcher creates it on the
-device's engine thread (`new_engine`), never here on the loading thread.
+onnxruntime-genai always provides the tokenizer. An Engine may only be used from the thread
+that created it, so the batcher creates it on the device's engine thread (`new_engine`), never
+here on the loading thread.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from localserve.backends.base import TurnEnd, TurnEvent
+from localserve.backends.onnx_rows import RowBatch, fits
 from localserve.backends.onnx_vocab import load_token_bytes
 from localserve.formats.onnx import PROVIDER_ENV, OnnxFolder, available, read_folder
 from localserve.ground.errors import LoadFailed
@@ -33,6 +39,8 @@ log = logging.getLogger(__name__)
 
 # Providers whose onnxruntime-genai Engine has a paged KV cache (continuous batching).
 PAGED_PROVIDERS = ("cuda", "webgpu")
+# Set to 1 to batch with onnxruntime-genai's static Engine even where our own rows would run.
+STATIC_ENV = "LOCALSERVE_ONNX_STATIC"
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,12 @@ class OnnxGenaiBackend:
         self._n_vocab = max(n_vocab, len(self._pieces))
         eos = set(self.folder.eos_ids) | {int(t) for t in self.tokenizer.eos_token_ids}
         self.eos_ids = frozenset(eos)
+        # Our own rows where they run this model (the CPU); then og's model serves only the
+        # tokenizer, which outlives it, and its weights are let go.
+        self.rows = None if self.continuous else self._row_batch()
+        if self.rows is not None:
+            self.continuous = True
+            self.model = None
         self.bos_id = int(self.tokenizer.bos_token_id)
         self.info = ModelInfo(
             name=name,
@@ -125,7 +139,7 @@ class OnnxGenaiBackend:
             name,
             og.__version__,
             self.provider,
-            "dynamic" if self.continuous else "static",
+            "continuous (rows)" if self.rows else "dynamic" if self.continuous else "static",
             self.max_batch_size,
             self.max_length,
         )
@@ -146,6 +160,28 @@ class OnnxGenaiBackend:
             overlay["model"] = {"decoder": {"session_options": session}}
         config.overlay(json.dumps(overlay))
         return config
+
+    def _row_batch(self) -> RowBatch | None:
+        """Our own continuous batch, where this model and provider allow it; else None."""
+        if self.provider != "cpu" or os.environ.get(STATIC_ENV, "") == "1":
+            return None
+        why = fits(self.folder.genai)
+        if why is None:
+            try:
+                return RowBatch(
+                    self.folder.path,
+                    self.folder.genai,
+                    self.max_batch_size,
+                    self.max_length,
+                    self.n_threads,
+                    self.eos_ids,
+                )
+            except Exception as exc:  # a graph that does not match its config
+                why = str(exc)
+        log.info(
+            "%s: batched by onnxruntime-genai's static Engine (%s)", self.folder.path.name, why
+        )
+        return None
 
     def _dynamic_batching_works(self) -> bool:
         """Whether this model and provider take the paged-cache Engine (a throwaway probe)."""
@@ -178,8 +214,9 @@ class OnnxGenaiBackend:
         return self._n_vocab
 
     def close(self) -> None:
-        # The model, tokenizer and Engine free with their last reference.
+        # The model, tokenizer, Engine and rows free with their last reference.
         self._engine = None
+        self.rows = None
         self._requests.clear()
         self._keys.clear()
         self.tokenizer = None
@@ -188,6 +225,9 @@ class OnnxGenaiBackend:
     # -- the BatchRuntime surface: what engine/batching/onnx_batcher.py steps ----------------------
 
     def new_engine(self) -> None:
+        if self.rows is not None:
+            self.rows.reset()
+            return
         og = self._og
         self._requests.clear()
         self._keys.clear()
@@ -200,6 +240,9 @@ class OnnxGenaiBackend:
         )
 
     def begin(self, key: int, tokens: list[int], params: SamplingParams, max_new: int) -> None:
+        if self.rows is not None:
+            self.rows.begin(key, tokens, params, max_new)
+            return
         import numpy as np
 
         og = self._og
@@ -227,10 +270,15 @@ class OnnxGenaiBackend:
         self._keys[id(request)] = key
 
     def run(self) -> list[TurnEvent]:
+        if self.rows is not None:
+            return self.rows.run()
         events = (self._event(e) for e in self._engine.run(self._events))
         return [e for e in events if e is not None]
 
     def release(self, key: int, cancel: bool) -> None:
+        if self.rows is not None:
+            self.rows.release(key)
+            return
         held = self._requests.pop(key, None)
         if held is None:
             return

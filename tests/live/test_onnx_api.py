@@ -8,6 +8,8 @@ by path, under its folder's name, with up to 8 sequences per batch.
 from __future__ import annotations
 
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,7 +18,6 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.daemons import poll, resident
 from tests.support.helpers import COPY_WORDS, assert_capped_at, copy_prompt, raw_request, words_in
 from tests.support.live import CLIENT_TIMEOUT_S, running_daemon
 from tests.support.onnx_model import MODEL_NAME, ensure_model
@@ -128,29 +129,15 @@ def batch_sizes(url: str) -> dict[str, float]:
     }
 
 
-def steps_of_four(before: dict[str, float], after: dict[str, float]) -> float:
-    """Steps between two readings that gave news to 4 sequences at once, where none gave it to
-    more: the steps of 3 or 4 are those between the bounds 2 and 4, and their sizes add up to 3
-    each, plus 1 for each step of 4."""
-    d = {bound: after[bound] - before[bound] for bound in after}
-    assert d["+Inf"] == d["4"], d
-    three_or_four = d["4"] - d["2"]
-    their_sizes = d["sum"] - d["1"] - 2 * (d["2"] - d["1"])
-    return their_sizes - 3 * three_or_four
-
-
-def queued(url: str) -> int:
-    """Requests waiting for the model's next batch, as /api/ps says."""
-    return resident(url)[MODEL_NAME]["localserve"]["queued"]
-
-
-def test_sampled_requests_with_mixed_settings_share_a_batch(client: openai.OpenAI, onnx_daemon):
+def test_sampled_requests_with_mixed_settings_join_a_running_batch(
+    client: openai.OpenAI, onnx_daemon
+) -> None:
     _, url = onnx_daemon
     settings = [
         {"temperature": 0},
         {"temperature": 0.9, "top_p": 0.9},
         {"temperature": 0.7, "seed": 7},
-        {"temperature": 1.2, "extra_body": {"top_k": 5}},
+        {"temperature": 1.2, "extra_body": {"top_k": 5, "repeat_penalty": 1.2}},
     ]
 
     def ask(kwargs: dict) -> openai.types.chat.ChatCompletion:
@@ -158,8 +145,6 @@ def test_sampled_requests_with_mixed_settings_share_a_batch(client: openai.OpenA
             model=MODEL_NAME, messages=CAPITAL, max_tokens=16, **kwargs
         )
 
-    # Requests queue behind a batch that runs, and when it ends they start together, however
-    # far apart they came; this one ends when they all wait.
     running = client.completions.create(
         model=MODEL_NAME, prompt=copy_prompt("violin"), temperature=0, max_tokens=900, stream=True
     )
@@ -167,18 +152,49 @@ def test_sampled_requests_with_mixed_settings_share_a_batch(client: openai.OpenA
         next(iter(running))
         before = batch_sizes(url)
         with ThreadPoolExecutor(len(settings)) as pool:
-            asked = [pool.submit(ask, kwargs) for kwargs in settings]
-            poll("the requests to queue", lambda: queued(url) == len(settings), CLIENT_TIMEOUT_S)
-            running.close()
-            responses = [answer.result() for answer in asked]
+            responses = list(pool.map(ask, settings))
     finally:
         running.close()
-    # The engine's own steps, not our batcher's list of rows: each of these gave all four a token.
-    assert steps_of_four(before, batch_sizes(url)) > 0
+    d = {bound: after - before[bound] for bound, after in batch_sizes(url).items()}
+    # The engine's own steps: some gave news to 5 sequences or more, the running one and these.
+    assert d["+Inf"] - d["4"] > 0, d
     assert "Paris" in responses[0].choices[0].message.content
     for response in responses:
         assert response.choices[0].message.content
         assert response.choices[0].finish_reason in ("stop", "length")
+
+
+def test_a_request_arriving_while_a_batch_runs_streams_before_the_batch_ends(
+    client: openai.OpenAI,
+) -> None:
+    started = threading.Barrier(3)
+    ended: list[float] = []
+
+    def long_answer(word: str) -> None:
+        stream = client.completions.create(
+            model=MODEL_NAME, prompt=copy_prompt(word), temperature=0, max_tokens=200, stream=True
+        )
+        chunks = iter(stream)
+        next(chunks)
+        started.wait()
+        for _ in chunks:
+            pass
+        ended.append(time.monotonic())
+
+    with ThreadPoolExecutor(2) as pool:
+        batch = [pool.submit(long_answer, word) for word in ("violin", "tiger")]
+        started.wait(timeout=CLIENT_TIMEOUT_S)  # both stream: their batch runs
+        late = client.completions.create(
+            model=MODEL_NAME, prompt=copy_prompt("river"), temperature=0, max_tokens=12, stream=True
+        )
+        chunks = iter(late)
+        first = next(c for c in chunks if c.choices and c.choices[0].text)
+        first_at = time.monotonic()
+        text = first.choices[0].text + "".join(c.choices[0].text for c in chunks if c.choices)
+        for done in batch:
+            done.result()
+    assert first_at < min(ended), "the late request waited for the batch to end"
+    assert words_in(text) == {"river"}, text
 
 
 @pytest.mark.parametrize(

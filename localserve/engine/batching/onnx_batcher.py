@@ -1,23 +1,27 @@
-"""The dynamic batcher of one onnxruntime-genai model: which requests form the next batch.
+"""The batcher of one onnxruntime-genai model: which requests run in the next step.
 
-On the CPU, onnxruntime-genai's Engine runs static batches: a batch runs until its last request
-ends, and requests added meanwhile wait for the next one. This batcher decides when a batch
-starts and who is in it, with a per-model policy (the BentoML / Triton knobs):
+The runtime (backends/onnx_genai.py) batches one of two ways, and says which in `continuous`:
 
-- `max_batch_size` rows per batch;
+- **continuous**: a request joins the running batch at the next step, as soon as a row is
+  free (our own KV rows on the CPU, or onnxruntime-genai's paged Engine on CUDA and WebGPU);
+  a request that arrives while a batch runs gets its first token one prefill later;
+- **static** (onnxruntime-genai's Engine for any other model): a batch runs until its last
+  request ends, and requests that arrive meanwhile wait in our queue for the next one.
+
+Static batches start with a per-model policy (the BentoML / Triton knobs):
+
+- `max_batch_size` rows per batch (the only one continuous batching uses);
 - `max_queue_delay_ms`: when the model is idle and a request arrives, wait this long for others
   to join it (a full batch starts at once);
 - `max_waiting`: the queue's length; past it a request is refused at once (QueueFull).
 
-Requests that arrive while a batch runs wait in our queue and form the next batch. Each step is
-one Engine step for the whole batch; every sequence's new token goes through the same
-post-processing as the GGUF scheduler's (engine/batching/outputs.py), so a finished sequence
-streams its end at once and never waits for the batch's slowest. Where the Engine batches
-dynamically (a paged KV cache on CUDA or WebGPU), requests go to it as soon as a row is free.
+Each step is one runtime step for the whole batch; every sequence's new token goes through the
+same post-processing as the GGUF scheduler's (engine/batching/outputs.py), so a finished
+sequence streams its end at once and never waits for the batch's slowest.
 
-`regroup_at` (off by default) ends a static batch early when only that many rows still run and
-a full batch's worth of requests waits: the stragglers rejoin the queue's head and continue from
-their prompt plus what they generated, which costs one prefill of that text.
+`regroup_at` (off by default, static batches only) ends a batch early when only that many rows
+still run and a full batch's worth of requests waits: the stragglers rejoin the queue's head and
+continue from their prompt plus what they generated, which costs one prefill of that text.
 
 The runtime is a `BatchRuntime` (backends/base.py): this batcher names each request by its
 sequence's id and reads back our own `TurnEvent`s, never the runtime's types.
@@ -214,7 +218,8 @@ class OnnxBatcher:
         end_sequence(seq, reason, outbox, text, error)
 
     def _drop_row(self, seq: Sequence, cancel: bool) -> None:
-        """Take a sequence out of the batch; its row runs on as padding until the batch ends."""
+        """Take a sequence out of the batch; in a static batch its row runs on as padding until
+        the batch ends, in a continuous one the row is free for the next request."""
         if seq in self.running:
             self.backend.release(seq.id, cancel)
             self.running.remove(seq)
