@@ -3,7 +3,7 @@
 Each server gets 4 slots. Three streams generate long answers; once they run, a ~2,700-token
 prompt arrives. We report that prompt's time to first token and the gaps between the running
 streams' tokens while it prefills (the longest, and the median of the per-round longest), over
-several rounds, each server alone on the machine.
+several rounds; the servers take turns, one round each, in alternating order.
 
     python -m benchmarks.bench_long_prompt --llama-server BIN     # writes docs/benchmarks.md
     python -m benchmarks.bench_long_prompt --rounds 1 --no-write
@@ -118,10 +118,25 @@ async def one_round(session: aiohttp.ClientSession, base: str, i: int) -> Round:
     return Round(long.ttft_s or float("nan"), max(gaps, default=0.0))
 
 
-async def bench(base: str, rounds: int) -> list[Round]:
+async def bench(base: str, rounds: int, first: int = 0) -> list[Round]:
     async with client_session() as session:
         await stream_chat(session, base, "smollm2", "Hello", 4)  # warm-up
-        return [await one_round(session, base, i) for i in range(rounds)]
+        return [await one_round(session, base, first + i) for i in range(rounds)]
+
+
+def ratio_lines(rounds: dict[str, list[Round]]) -> list[str]:
+    """localserve's medians over llama-server's, with the issue's targets (#27)."""
+    if "llama-server" not in rounds or "localserve" not in rounds:
+        return []
+    ours, theirs = rounds["localserve"], rounds["llama-server"]
+    ttft = statistics.median(r.ttft_s for r in ours) / statistics.median(r.ttft_s for r in theirs)
+    gap = statistics.median(r.max_gap_s for r in ours) / statistics.median(
+        r.max_gap_s for r in theirs
+    )
+    return [
+        f"- long prompt TTFT, localserve / llama-server: {ttft:.2f}x (target <= 1.0x)",
+        f"- longest decode gap, localserve / llama-server: {gap:.2f}x (target <= 0.15x)",
+    ]
 
 
 def summary(name: str, rounds: list[Round]) -> str:
@@ -153,15 +168,22 @@ def main(argv: list[str]) -> int:
 
     model_path = resolve("smollm2").path
     servers = ["localserve"] + (["llama-server"] if args.llama_server else [])
-    rows = []
+    rounds: dict[str, list[Round]] = {name: [] for name in servers}
     print(f"{machine()}\n\n{HEADER}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench_long_prompt_") as logdir:
-        for name in servers:
-            port = free_port()
-            cmd = server_command(name, model_path, port, args.threads, args.llama_server)
-            with running(cmd, port, "/health", Path(logdir) / f"{name}.log") as base:
-                rows.append(summary(name, asyncio.run(bench(base, args.rounds))))
-            print(rows[-1], flush=True)
+        # The servers take turns, one round each, in alternating order: a drift of the shared
+        # machine's speed then weighs on both alike.
+        for i in range(args.rounds):
+            for name in servers if i % 2 == 0 else servers[::-1]:
+                port = free_port()
+                cmd = server_command(name, model_path, port, args.threads, args.llama_server)
+                log = Path(logdir) / f"{name}-{i}.log"
+                with running(cmd, port, "/health", log) as base:
+                    rounds[name] += asyncio.run(bench(base, 1, first=i))
+                print(f"round {i} {name}: {rounds[name][-1]}", flush=True)
+    rows = [summary(name, rounds[name]) for name in servers]
+    ratios = ratio_lines(rounds)
+    print("\n".join([*rows, "", *ratios]), flush=True)
     if not args.no_write:
         text = "\n".join(
             [
@@ -180,6 +202,8 @@ def main(argv: list[str]) -> int:
                 "",
                 HEADER,
                 *rows,
+                "",
+                *ratios,
                 END,
             ]
         )
