@@ -20,3 +20,9 @@ def common_prefix(a: list[int], b: list[int]) -> int:
         else:
             hi = mid
     return lo
+
+
+def extends(tokens: list[int], prefix: list[int]) -> bool:
+    """Whether `tokens` starts with all of `prefix`: a saved entry of `prefix` adds nothing to
+    one of `tokens`, so a cache keeps the longer one only."""
+    return len(tokens) >= len(prefix) and tokens[: len(prefix)] == prefix

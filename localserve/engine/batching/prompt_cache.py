@@ -20,7 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import count
 
-from localserve.engine.batching.prefix import common_prefix
+from localserve.engine.batching.prefix import common_prefix, extends
 from localserve.engine.batching.saved_conversations import SavedConversations, SpilledPrompt
 
 
@@ -87,20 +87,14 @@ class PromptCache:
 
     def holds(self, tokens: list[int]) -> bool:
         """Whether some entry already starts with all of `tokens`: saving them adds nothing."""
-        n = len(tokens)
-        return any(
-            len(e.tokens) >= n and common_prefix(e.tokens, tokens) == n
-            for e in self._entries.values()
-        )
+        return any(extends(e.tokens, tokens) for e in self._entries.values())
 
     def add(self, tokens: list[int], state: bytearray) -> bool:
         """Keep a slot's contents; entries they extend are dropped. False if they cannot fit."""
         if len(state) > self.limit_bytes:
             return False
         for key, entry in list(self._entries.items()):
-            if len(entry.tokens) <= len(tokens) and common_prefix(entry.tokens, tokens) == len(
-                entry.tokens
-            ):
+            if extends(tokens, entry.tokens):
                 self._drop(key)
         while self.size + len(state) > self.limit_bytes:
             self._drop(next(iter(self._entries)))

@@ -26,7 +26,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from localserve.engine.batching.prefix import common_prefix
+from localserve.engine.batching.prefix import common_prefix, extends
 
 log = logging.getLogger(__name__)
 
@@ -103,11 +103,9 @@ class SavedConversations:
         """Keep a conversation's cells, unless an entry holds them already; entries they extend
         are dropped. False where it cannot be kept."""
         n = len(tokens)
-        if len(state) > self.limit_bytes or any(
-            len(e.tokens) >= n and common_prefix(e.tokens, tokens) == n for e in self.entries
-        ):
+        if len(state) > self.limit_bytes or any(extends(e.tokens, tokens) for e in self.entries):
             return False
-        for entry in [e for e in self.entries if common_prefix(e.tokens, tokens) == len(e.tokens)]:
+        for entry in [e for e in self.entries if extends(tokens, e.tokens)]:
             self.drop(entry)
         name = hashlib.sha256(struct.pack(f"<{n}i", *tokens)).hexdigest()[:24] + SUFFIX
         path = self.folder / name

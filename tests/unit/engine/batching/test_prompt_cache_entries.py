@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from localserve.engine.batching.prefix import extends
 from localserve.engine.batching.prompt_cache import PromptCache
 
 
@@ -50,3 +51,10 @@ def test_an_entry_larger_than_the_whole_limit_is_refused() -> None:
     cache.add([1], state(10))
     assert not cache.add([2], state(31))
     assert len(cache) == 1
+
+
+def test_a_conversation_extends_its_own_earlier_turns_but_not_another() -> None:
+    assert extends([1, 2, 3, 4], [1, 2, 3])
+    assert extends([1, 2, 3], [1, 2, 3])
+    assert not extends([1, 2], [1, 2, 3])
+    assert not extends([1, 2, 9, 4], [1, 2, 3])
