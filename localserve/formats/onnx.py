@@ -181,18 +181,28 @@ def kv_bytes_per_token(folder: OnnxFolder, provider: str) -> int:
 def estimate_onnx(
     folder: OnnxFolder, provider: str, max_batch_size: int, max_length: int, prefill_tokens: int
 ) -> MemoryEstimate:
-    """`prefill_tokens`: the longest prompt a batch prefills at once, per row (its logits rows)."""
+    """`prefill_tokens`: the longest prompt a batch prefills at once, per row.
+
+    A prefill's activations are the larger of two ways a model runs: onnxruntime-genai's static
+    Engine prefills a whole batch's prompts at once (the graph then returns each row's last
+    logits only), and our own rows on the CPU (backends/onnx_rows.py) prefill one whole prompt
+    of up to `max_length` tokens in one run, which returns the logits of every position.
+    """
     kv = kv_bytes_per_token(folder, provider) * max_length * max_batch_size
-    # A prefill's activations: about 16 hidden-size rows per prompt token across the widest
-    # layer (the MLP's up projection and its activation), the attention scores of each head,
-    # and one row of float32 logits per sequence (the graph returns the last position's only).
-    # Measured for SmolLM2 int4 on the CPU: 8 prompts of 482 tokens grew the daemon by about
-    # 470 MB, against 690 MB estimated here.
     prefill = min(prefill_tokens, max_length)
-    activations = max_batch_size * prefill * 16 * folder.n_embd * F32
-    scores = max_batch_size * folder.n_head * prefill * prefill * F32
-    logits = max_batch_size * folder.n_vocab * F32
-    return MemoryEstimate(folder.weights_bytes, kv, activations + scores + logits)
+    batch = _prefill_bytes(folder, max_batch_size, prefill, max_batch_size)
+    one_prompt = _prefill_bytes(folder, 1, max_length, max_length)
+    return MemoryEstimate(folder.weights_bytes, kv, max(batch, one_prompt))
+
+
+def _prefill_bytes(folder: OnnxFolder, rows: int, tokens: int, logits_rows: int) -> int:
+    """About 16 hidden-size rows per prompt token across the widest layer (the MLP's up
+    projection and its activation), the attention scores of each head, and the float32 logits
+    rows the graph returns. Measured for SmolLM2 int4 on the CPU: 8 prompts of 482 tokens grew
+    the daemon by about 470 MB, against 690 MB estimated here."""
+    activations = rows * tokens * 16 * folder.n_embd * F32
+    scores = rows * folder.n_head * tokens * tokens * F32
+    return activations + scores + logits_rows * folder.n_vocab * F32
 
 
 # -- which execution provider a folder runs on -------------------------------------------------
