@@ -88,6 +88,7 @@ class Sample:
     ttft_s: float | None  # send to the first content chunk; None if none came
     tokens: int
     error: str | None = None
+    text: str = ""  # the answer's content, as streamed
 
 
 class Results:
@@ -133,12 +134,14 @@ async def stream_chat(
     prompt: str,
     max_tokens: int,
     arrivals: list[float] | None = None,
+    messages: list[dict[str, str]] | None = None,
 ) -> Sample:
-    """A greedy streamed chat completion; failures come back as `Sample.error`, never raised,
-    so one bad request does not end a timed run."""
+    """A greedy streamed chat completion of `prompt`, or of a whole conversation's `messages`;
+    failures come back as `Sample.error`, never raised, so one bad request does not end a timed
+    run."""
     body = {
         "model": model,
-        "messages": [{"role": "user", "content": prompt}],
+        "messages": messages or [{"role": "user", "content": prompt}],
         "max_tokens": max_tokens,
         "temperature": 0,
         "stream": True,
@@ -149,10 +152,11 @@ async def stream_chat(
     ttft: float | None = None
     chunks = 0
     usage_tokens: int | None = None
+    parts: list[str] = []
 
     def done(error: str | None = None) -> Sample:
         tokens = usage_tokens if usage_tokens is not None else chunks
-        return Sample(model, time.perf_counter() - t0, ttft, tokens, error)
+        return Sample(model, time.perf_counter() - t0, ttft, tokens, error, "".join(parts))
 
     try:
         async with session.post(base + "/v1/chat/completions", json=body) as r:
@@ -171,7 +175,8 @@ async def stream_chat(
                 if event.get("usage"):
                     usage_tokens = event["usage"].get("completion_tokens")
                 for choice in event.get("choices") or []:
-                    if (choice.get("delta") or {}).get("content"):
+                    if content := (choice.get("delta") or {}).get("content"):
+                        parts.append(content)
                         chunks += 1
                         if arrivals is not None:
                             arrivals.append(time.perf_counter())
