@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shlex
 import shutil
 import statistics
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +37,7 @@ from benchmarks._common import (
     publish,
     running,
     serve_command,
+    stream_chat,
 )
 
 MARKERS = ("<!-- bench_swap_back:start -->", "<!-- bench_swap_back:end -->")
@@ -79,28 +78,11 @@ class Run:
 
 
 async def turn(session: aiohttp.ClientSession, base: str, conv: Conversation) -> tuple[float, str]:
-    body = {
-        "model": conv.model,
-        "messages": conv.messages,
-        "max_tokens": ANSWER_TOKENS,
-        "temperature": 0,
-        "stream": True,
-    }
-    t0 = time.perf_counter()
-    ttft, parts = None, []
-    async with session.post(base + "/v1/chat/completions", json=body) as r:
-        if r.status != 200:
-            raise RuntimeError(f"HTTP {r.status}: {(await r.text())[:300]}")
-        async for raw in r.content:
-            line = raw.strip()
-            if not line.startswith(b"data:") or line == b"data: [DONE]":
-                continue
-            event = json.loads(line[5:])
-            for choice in event.get("choices") or []:
-                if text := (choice.get("delta") or {}).get("content"):
-                    ttft = ttft if ttft is not None else time.perf_counter() - t0
-                    parts.append(text)
-    return (ttft if ttft is not None else time.perf_counter() - t0), "".join(parts)
+    """The turn's TTFT (its whole time if nothing streamed) and its answer."""
+    sample = await stream_chat(session, base, conv.model, "", ANSWER_TOKENS, messages=conv.messages)
+    if sample.error:
+        raise RuntimeError(sample.error)
+    return (sample.ttft_s if sample.ttft_s is not None else sample.latency_s), sample.text
 
 
 async def restore_stats(session: aiohttp.ClientSession, base: str, model: str) -> dict:
