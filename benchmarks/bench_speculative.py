@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shlex
 import statistics
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
@@ -44,6 +47,8 @@ from benchmarks._common import (
 MARKERS = ("<!-- bench_speculative:start -->", "<!-- bench_speculative:end -->")
 SLOTS, CTX = 16, 2048
 MAX_TOKENS = 320
+# Draft tokens: (drafted, accepted).
+Counts = tuple[float, float]
 
 
 def edit_prompt(i: int) -> str:
@@ -73,9 +78,20 @@ def rag_prompt(i: int) -> str:
 WORKLOADS = {"edit": edit_prompt, "rag": rag_prompt}
 
 
+@dataclass
+class Server:
+    """Where a server answers with drafts and without: one localserve daemon for both (a
+    request's `speculative: 0` turns them off), two llama-servers (with and without
+    `--spec-type ngram-simple`)."""
+
+    name: str
+    on: str
+    off: str
+
+
 async def one(
     session: aiohttp.ClientSession, base: str, prompt: str, speculative: bool
-) -> tuple[int, str]:
+) -> tuple[int, str, Counts]:
     body: dict = {
         "model": "smollm2",
         "messages": [{"role": "user", "content": prompt}],
@@ -88,20 +104,32 @@ async def one(
         if r.status != 200:
             raise RuntimeError(f"HTTP {r.status}: {(await r.text())[:300]}")
         answer = await r.json()
-    return answer["usage"]["completion_tokens"], answer["choices"][0]["message"]["content"]
+    # llama-server reports each answer's drafts in its timings.
+    timings = answer.get("timings") or {}
+    counts = (float(timings.get("draft_n", 0)), float(timings.get("draft_n_accepted", 0)))
+    return (
+        answer["usage"]["completion_tokens"],
+        answer["choices"][0]["message"]["content"],
+        counts,
+    )
 
 
-async def batch(base: str, prompts: list[str], speculative: bool) -> tuple[float, list[str]]:
+async def batch(
+    base: str, prompts: list[str], speculative: bool
+) -> tuple[float, list[str], Counts]:
     async with client_session() as session:
         t0 = time.perf_counter()
         results = await asyncio.gather(*(one(session, base, p, speculative) for p in prompts))
         wall = time.perf_counter() - t0
-    return sum(n for n, _ in results) / wall, [text for _, text in results]
+    counts = (sum(c[0] for _, _, c in results), sum(c[1] for _, _, c in results))
+    return sum(n for n, _, _ in results) / wall, [text for _, text, _ in results], counts
 
 
-def drafts(base: str) -> tuple[float, float]:
-    """The daemon's draft counters: (drafted, accepted)."""
-    text = urllib.request.urlopen(base + "/metrics").read().decode()
+def drafts(server: Server) -> Counts:
+    """localserve's draft counters (drafted, accepted); llama-server's come with its answers."""
+    if server.name != "localserve":
+        return 0.0, 0.0
+    text = urllib.request.urlopen(server.on + "/metrics").read().decode()
     values = {"drafted": 0.0, "accepted": 0.0}
     for line in text.splitlines():
         if line.startswith("localserve_draft_tokens_total"):
@@ -111,29 +139,32 @@ def drafts(base: str) -> tuple[float, float]:
     return values["drafted"], values["accepted"]
 
 
-def measure(base: str, workload: str, streams: int, rounds: int) -> str:
+def measure(server: Server, workload: str, streams: int, rounds: int) -> str:
     prompts = [WORKLOADS[workload](i) for i in range(streams)]
-    asyncio.run(batch(base, prompts, False))  # warm-up: every prompt's prefix cached
+    for base in {server.on, server.off}:  # warm-up: every prompt's prefix cached
+        asyncio.run(batch(base, prompts, False))
     rates: dict[bool, list[float]] = {True: [], False: []}
     answers: dict[bool, list[list[str]]] = {True: [], False: []}
     drafted = accepted = 0.0
     for r in range(rounds):
         for on in (True, False) if r % 2 == 0 else (False, True):
-            before = drafts(base)
-            rate, texts = asyncio.run(batch(base, prompts, on))
-            after = drafts(base)
+            before = drafts(server)
+            rate, texts, counts = asyncio.run(batch(server.on if on else server.off, prompts, on))
+            after = drafts(server)
             if on:
-                drafted += after[0] - before[0]
-                accepted += after[1] - before[1]
+                drafted += after[0] - before[0] + counts[0]
+                accepted += after[1] - before[1] + counts[1]
             rates[on].append(rate)
             answers[on].append(texts)
-            print(f"{workload} c={streams} round {r} {'on' if on else 'off'}: {rate:.1f} tok/s")
+            state = "on" if on else "off"
+            print(f"{server.name} {workload} c={streams} round {r} {state}: {rate:.1f} tok/s")
     same = all(a == answers[False][0] for a in answers[True] + answers[False])
-    on, off = statistics.median(rates[True]), statistics.median(rates[False])
+    with_drafts, without = statistics.median(rates[True]), statistics.median(rates[False])
     kept = f"{accepted / drafted:.0%} of {drafted:.0f}" if drafted else "none drafted"
     return (
-        f"| {workload} | {streams} | {off:.1f} | {on:.1f} | {div(on, off)} | {kept} "
-        f"| {'yes' if same else 'NO'} |"
+        f"| {server.name} | {workload} | {streams} | {without:.1f} | {with_drafts:.1f} "
+        f"| {div(with_drafts, without)} "
+        f"| {kept} | {'yes' if same else 'NO'} |"
     )
 
 
@@ -142,22 +173,27 @@ def main(argv: list[str]) -> int:
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds of on and off")
     p.add_argument("--concurrency", default="1,16", help="streams, comma-separated")
     p.add_argument("--draft-tokens", type=int, default=8, help="the daemon's --speculative")
+    p.add_argument(
+        "--llama-server",
+        default=os.environ.get("LLAMA_SERVER", ""),
+        metavar="BIN",
+        help="llama.cpp's llama-server (env LLAMA_SERVER): also run it with and without "
+        "--spec-type ngram-simple",
+    )
     p.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     args = p.parse_args(argv)
     threads = len(os.sched_getaffinity(0))
-    port = free_port()
-    args_ = ["--model", "smollm2", "--parallel", str(SLOTS), "--ctx", str(CTX)]
-    cmd = serve_command([*args_, "--speculative", str(args.draft_tokens)], port)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench_speculative_") as tmp:
-        with running(cmd, port, "/health", Path(tmp) / "daemon.log") as base:
-            for workload in WORKLOADS:
-                for streams in (int(c) for c in args.concurrency.split(",")):
-                    rows.append(measure(base, workload, streams, args.rounds))
+        for server in servers(args, threads, Path(tmp)):
+            with server as target:
+                for workload in WORKLOADS:
+                    for streams in (int(c) for c in args.concurrency.split(",")):
+                        rows.append(measure(target, workload, streams, args.rounds))
     table = [
-        "| workload | streams | off, tok/s (median) | on, tok/s (median) | on vs off "
+        "| server | workload | streams | off, tok/s (median) | on, tok/s (median) | on vs off "
         "| drafts kept | answers identical |",
-        "|---|---:|---:|---:|---:|---|---|",
+        "|---|---|---:|---:|---:|---:|---|---|",
         *rows,
     ]
     facts = [
@@ -165,11 +201,55 @@ def main(argv: list[str]) -> int:
         f"SmolLM2-135M (Q4_1), {SLOTS} slots of {CTX} tokens, {threads} threads; greedy "
         f"answers of up to {MAX_TOKENS} tokens, drafts of up to {args.draft_tokens}; "
         f"{args.rounds} alternating rounds, medians.",
-        "llama-server's `--spec-type ngram-simple` was not run beside it (not yet wired in).",
+        "llama-server: "
+        + (
+            f"`{args.llama_server}`, on with `--spec-type ngram-simple --spec-draft-n-max "
+            f"{args.draft_tokens}`, off without, both with the same slots and threads."
+            if args.llama_server
+            else "not run (no --llama-server)."
+        ),
     ]
     title = "## Speculative decoding by prompt lookup (`bench_speculative.py`)"
     publish(MARKERS, title, facts, table, not args.no_write)
     return 0
+
+
+@contextlib.contextmanager
+def localserve(draft_tokens: int, logs: Path) -> Iterator[Server]:
+    port = free_port()
+    args = ["--model", "smollm2", "--parallel", str(SLOTS), "--ctx", str(CTX)]
+    cmd = serve_command([*args, "--speculative", str(draft_tokens)], port)
+    with running(cmd, port, "/health", logs / "localserve.log") as base:
+        yield Server("localserve", base, base)
+
+
+@contextlib.contextmanager
+def llama_servers(binary: str, threads: int, draft_tokens: int, logs: Path) -> Iterator[Server]:
+    from localserve.store.resolve import resolve
+
+    model = resolve("smollm2").path
+    spec = ["--spec-type", "ngram-simple", "--spec-draft-n-max", str(draft_tokens)]
+    bases = []
+    with contextlib.ExitStack() as stack:
+        for name, extra in (("on", spec), ("off", [])):
+            port = free_port()
+            cmd = [
+                *(binary, "-m", model, "--host", "127.0.0.1", "--port", str(port)),
+                *("-np", str(SLOTS), "-c", str(SLOTS * CTX), "-t", str(threads)),
+                *("-tb", str(threads), *extra),
+            ]
+            log = logs / f"llama-server-{name}.log"
+            bases.append(stack.enter_context(running(cmd, port, "/health", log)))
+        yield Server("llama-server", bases[0], bases[1])
+
+
+def servers(
+    args: argparse.Namespace, threads: int, logs: Path
+) -> list[contextlib.AbstractContextManager[Server]]:
+    found: list[contextlib.AbstractContextManager[Server]] = [localserve(args.draft_tokens, logs)]
+    if args.llama_server:
+        found.append(llama_servers(args.llama_server, threads, args.draft_tokens, logs))
+    return found
 
 
 if __name__ == "__main__":
