@@ -37,6 +37,19 @@ from tests.support.daemons import (  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
 
+
+def llama_server_command(
+    binary: str, model: str, port: int, slots: int, ctx: int, threads: int, *extra: str
+) -> list[str]:
+    """llama.cpp's llama-server on loopback with `slots` slots of `ctx` tokens each, as
+    localserve's --parallel and --ctx size them, and the same threads for decode and prefill."""
+    return [
+        *(binary, "-m", model, "--host", "127.0.0.1", "--port", str(port)),
+        *("-np", str(slots), "-c", str(slots * ctx), "-t", str(threads), "-tb", str(threads)),
+        *extra,
+    ]
+
+
 DOC = REPO / "docs" / "benchmarks.md"
 READY_TIMEOUT_S = 180.0
 

@@ -30,6 +30,7 @@ from benchmarks._common import (
     command,
     dated,
     free_port,
+    llama_server_command,
     machine,
     running,
     serve_command,
@@ -68,23 +69,7 @@ def server_command(name: str, model_path: str, port: int, threads: int, bin_: st
             ],
             port,
         )
-    return [
-        bin_,
-        "-m",
-        model_path,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "-np",
-        str(SLOTS),
-        "-c",
-        str(SLOTS * CTX),
-        "-t",
-        str(threads),
-        "-tb",
-        str(threads),
-    ]
+    return llama_server_command(bin_, model_path, port, SLOTS, CTX, threads)
 
 
 async def one_round(session: aiohttp.ClientSession, base: str, i: int) -> Round:

@@ -29,6 +29,7 @@ from benchmarks._common import (
     client_session,
     command,
     free_port,
+    llama_server_command,
     publish,
     running,
     serve_command,
@@ -64,12 +65,8 @@ def server_command(name: str, model_path: str, port: int, threads: int, bin_: st
         args = ["--model", "smollm2", "--parallel", str(SLOTS), "--ctx", str(CTX)]
         args += ["--threads", str(threads), "--prompt-cache", f"{CACHE_MIB}MiB"]
         return serve_command(args, port)
-    return [
-        bin_,
-        *("-m", model_path, "--host", "127.0.0.1", "--port", str(port)),
-        *("-np", str(SLOTS), "-c", str(SLOTS * CTX), "-t", str(threads), "-tb", str(threads)),
-        *("--cache-ram", str(CACHE_MIB)),
-    ]
+    cache = ("--cache-ram", str(CACHE_MIB))
+    return llama_server_command(bin_, model_path, port, SLOTS, CTX, threads, *cache)
 
 
 async def conversation(session: aiohttp.ClientSession, base: str, c: int, tag: str) -> list[float]:

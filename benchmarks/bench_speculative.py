@@ -39,6 +39,7 @@ from benchmarks._common import (
     command,
     div,
     free_port,
+    llama_server_command,
     publish,
     running,
     serve_command,
@@ -233,11 +234,7 @@ def llama_servers(binary: str, threads: int, draft_tokens: int, logs: Path) -> I
     with contextlib.ExitStack() as stack:
         for name, extra in (("on", spec), ("off", [])):
             port = free_port()
-            cmd = [
-                *(binary, "-m", model, "--host", "127.0.0.1", "--port", str(port)),
-                *("-np", str(SLOTS), "-c", str(SLOTS * CTX), "-t", str(threads)),
-                *("-tb", str(threads), *extra),
-            ]
+            cmd = llama_server_command(binary, model, port, SLOTS, CTX, threads, *extra)
             log = logs / f"llama-server-{name}.log"
             bases.append(stack.enter_context(running(cmd, port, "/health", log)))
         yield Server("llama-server", bases[0], bases[1])
