@@ -91,10 +91,16 @@ def plain_with_margins(
     return tokens, margins
 
 
-def lead(backend: LlamaCppBackend, row: int) -> float:
-    logits = np.ctypeslib.as_array(
+def last_logits(backend: LlamaCppBackend, row: int = 0) -> np.ndarray:
+    """A copy of output row `row` of the step just run."""
+    rows = np.ctypeslib.as_array(
         ll.llama_get_logits(backend._ctx), shape=(row + 1, backend.n_vocab)
-    )[row]
+    )
+    return rows[row].copy()
+
+
+def lead(backend: LlamaCppBackend, row: int) -> float:
+    logits = last_logits(backend, row)
     top2 = np.partition(logits, -2)[-2:]
     return float(top2[1] - top2[0])
 
@@ -130,11 +136,7 @@ def test_rejected_drafts_leave_no_trace_in_the_slot(backend: LlamaCppBackend) ->
         assert picks[0] == right and picks[1] != wrong[0]
         assert backend.seq_trim(0, at + 2)  # keep `first` and `right`
         backend.step(StepPlan([StepChunk(0, [picks[1]], at + 2, True)]))
-        after.append(
-            np.ctypeslib.as_array(ll.llama_get_logits(backend._ctx), shape=(1, backend.n_vocab))[
-                0
-            ].copy()
-        )
+        after.append(last_logits(backend))
         backend.seq_end(0)
     backend.seq_trim(0, 0)
     assert np.array_equal(after[0], after[1])
