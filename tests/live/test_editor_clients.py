@@ -32,6 +32,26 @@ TOOL = {
 }
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 COPY_TRIGGER = "Write this exactly: <tool_call>"
+# In auto mode a call is the model's choice, and SmolLM2's choice on COPY_TRIGGER alone is a
+# near-tie that a cached prompt or a busy step tips either way. After a turn that answered the
+# same words with a call, it calls again in every one of those states.
+CALL_AGAIN = [
+    {"role": "user", "content": COPY_TRIGGER},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+    {"role": "assistant", "content": "It is sunny."},
+    {"role": "user", "content": COPY_TRIGGER},
+]
 
 
 class City(BaseModel):
@@ -73,7 +93,7 @@ def test_litellm_ollama_chat_tool_call(tools_daemon) -> None:
     answer = litellm.completion(
         model=f"ollama_chat/{TOOLS_MODEL}",
         api_base=tools_daemon[1],
-        messages=[{"role": "user", "content": COPY_TRIGGER}],
+        messages=CALL_AGAIN,
         tools=[TOOL],
         temperature=0,
         max_tokens=80,
@@ -133,7 +153,7 @@ def test_langchain_ollama_binds_a_tool_and_gets_a_call(tools_daemon) -> None:
         repeat_penalty=1.0,
         num_predict=80,
     )
-    message = chat.bind_tools([get_weather]).invoke(COPY_TRIGGER)
+    message = chat.bind_tools([get_weather]).invoke(CALL_AGAIN)
     assert message.tool_calls[0]["name"] == "get_weather"
     jsonschema.validate(message.tool_calls[0]["args"], WEATHER)
 
