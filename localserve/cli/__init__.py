@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from localserve import __version__
-from localserve.cli import doctor, loaded, models, native, run, serve, service, status
+from localserve.cli import batches, doctor, loaded, models, native, run, serve, service, status
 from localserve.cli.common import Failure
 from localserve.cli.output import (
     EXIT_CODES_HELP,
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_parsers(sub)
     loaded.add_parsers(sub)
     status.add_parsers(sub)
+    batches.add_parsers(sub)
     doctor.add_parser(sub)
     native.add_parsers(sub)
     service.add_parsers(sub)

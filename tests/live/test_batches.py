@@ -21,6 +21,7 @@ import openai
 import pytest
 
 from tests.support import daemons
+from tests.support.cli_support import cli_env, localserve
 from tests.support.helpers import MODEL
 from tests.support.live import start_daemon
 from tests.support.residency_support import openai_client, poll
@@ -161,6 +162,30 @@ def test_embeddings_and_completions_batches(client: openai.OpenAI) -> None:
     assert entry["response"]["body"]["object"] == "text_completion"
 
 
+def test_localserve_batches_lists_status_and_progress(
+    client: openai.OpenAI, daemon: str, tmp_path: Path
+) -> None:
+    line = {
+        "custom_id": "e",
+        "method": "POST",
+        "url": "/v1/embeddings",
+        "body": {"model": MODEL, "input": "hello"},
+    }
+    batch = ended(client, run_batch(client, [line], "/v1/embeddings").id)
+    done = localserve("batches", "--limit", "100", env=cli_env(tmp_path, daemon))
+    assert done.returncode == 0, done.stderr
+    (row,) = [r for r in done.stdout.splitlines() if r.startswith(batch.id)]
+    assert row.split()[1:5] == ["completed", "/v1/embeddings", "1/1", "(100%)"]
+    assert done.stdout.splitlines()[0].split() == [
+        "ID",
+        "STATUS",
+        "ENDPOINT",
+        "PROGRESS",
+        "FAILED",
+        "CREATED",
+    ]
+
+
 def test_files_are_listed_read_and_deleted(client: openai.OpenAI) -> None:
     lines = [chat_line("a", "Hi")]
     stored = upload(client, lines, "mine.jsonl")
@@ -228,7 +253,11 @@ def test_refusals_name_the_field_and_the_limit(client: openai.OpenAI) -> None:
 def test_a_batch_cancelled_mid_way_keeps_what_it_answered(client: openai.OpenAI) -> None:
     lines = [chat_line(f"c{i}", f"Write a story about the number {i}.", 24) for i in range(40)]
     batch = run_batch(client, lines, "/v1/chat/completions")
-    poll("two answers", lambda: client.batches.retrieve(batch.id).request_counts.completed >= 2)
+    poll(
+        "two answers",
+        lambda: client.batches.retrieve(batch.id).request_counts.completed >= 2,
+        BATCH_TIMEOUT_S,
+    )
     cancelling = client.batches.cancel(batch.id)
     assert cancelling.status == "cancelling" and cancelling.cancelling_at
 
@@ -253,25 +282,30 @@ def test_a_job_resumes_after_the_daemon_is_killed_without_duplicate_or_missing_l
     proc, url = start_daemon(ARGS, env=env)
     second: subprocess.Popen | None = None
     try:
-        lines = [chat_line(f"k{i}", f"Tell me about the number {i}.", 16) for i in range(30)]
+        lines = [chat_line(f"k{i}", f"Tell me about the number {i}.", 12) for i in range(16)]
         with openai_client(url) as client:
             batch = run_batch(client, lines, "/v1/chat/completions")
             poll(
                 "three answers",
                 lambda: client.batches.retrieve(batch.id).request_counts.completed >= 3,
+                BATCH_TIMEOUT_S,
             )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+        # Killed mid-job: some lines answered on disk, not all.
+        written = tmp_path / "state/localserve/batches/jobs" / batch.id / "output.jsonl"
+        assert 3 <= len(written.read_bytes().splitlines()) < 16
 
         second, url = start_daemon(ARGS, env=env)
         with openai_client(url) as client:
             batch = ended(client, batch.id)
             assert batch.status == "completed", batch
             counts = batch.request_counts
-            assert (counts.total, counts.completed, counts.failed) == (30, 30, 0)
+            assert (counts.total, counts.completed, counts.failed) == (16, 16, 0)
             outputs = by_id(lines_of(client, batch.output_file_id))  # each id once
             assert set(outputs) == {line["custom_id"] for line in lines}
             assert batch.error_file_id is None
+        assert f"batch {batch.id} resumes" in daemons.log_text(second.log_path)
     finally:
         daemons.discard(proc)
         if second is not None:

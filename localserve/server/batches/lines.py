@@ -17,6 +17,7 @@ from typing import Any
 
 from localserve.ground.errors import BadRequest
 from localserve.server.http import limits
+from localserve.server.http.errors import Refused
 
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
 # OpenAI's one completion window; a batch not finished within it expires.
@@ -42,6 +43,8 @@ def parse_line(raw: bytes, number: int) -> Line | None:
         value = limits.parse_json(raw)
     except (ValueError, UnicodeDecodeError):
         raise _bad(number, "is not valid JSON") from None
+    except Refused:
+        raise _bad(number, f"nests JSON deeper than {limits.MAX_DEPTH} levels") from None
     if not isinstance(value, dict):
         raise _bad(number, "must be a JSON object")
     custom_id = value.get("custom_id")

@@ -14,10 +14,13 @@ run again, and none is written twice.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import time
 import uuid
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +48,7 @@ LINES_IN_FLIGHT = 4
 # A 503 is the daemon's "retry later" (a full queue, an engine restarting, a model busy).
 RETRIES_503 = (1.0, 2.0, 4.0, 8.0)
 SWEEP_EVERY_S = 600.0
+READ_AHEAD = 256  # input lines parsed at a time, off the event loop
 PRIORITY_HEADER = "X-Priority"
 
 
@@ -132,11 +136,13 @@ class Runner:
             in_flight.discard(task)
             room.release()
 
+        if done:
+            log.info(
+                "batch %s resumes: %d of %d requests were answered", job.id, len(done), job.total
+            )
         try:
-            with open(self.files.path(job.input_file_id), "rb") as f:
-                for line in read_lines(f):
-                    if line.custom_id in done:
-                        continue
+            async with aclosing(_pending(self.files.path(job.input_file_id), done)) as pending:
+                async for line in pending:
                     await room.acquire()
                     if job.status != IN_PROGRESS or job.expired(time.time()):
                         room.release()
@@ -289,6 +295,20 @@ class Runner:
             ended_at = job.times.get(f"{job.status}_at")
             if ttl and job.status in ENDED and ended_at is not None and now >= ended_at + ttl:
                 self.jobs.remove(job.id)
+
+
+async def _pending(path: Path, done: set[str]) -> AsyncGenerator[Line, None]:
+    """The input's lines not yet answered, read and parsed in a worker thread a chunk at a
+    time: a resumed job of 50,000 lines skips its answered ones without stalling the loop."""
+    with open(path, "rb") as f:
+        lines = read_lines(f)
+        while True:
+            chunk = await asyncio.to_thread(lambda: list(itertools.islice(lines, READ_AHEAD)))
+            for line in chunk:
+                if line.custom_id not in done:
+                    yield line
+            if len(chunk) < READ_AHEAD:
+                return
 
 
 def _entry(

@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 
 from aiohttp import BodyPartReader, web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from localserve.ground.errors import BadRequest
 from localserve.ground.settings import Settings
@@ -29,7 +30,17 @@ async def upload(request: web.Request, files: FileStore, settings: Settings) -> 
     files.room_for_one()
     staging = files.staging()
     try:
-        purpose, filename = await _receive(request, staging, limit, settings.body_timeout)
+        try:
+            purpose, filename = await _receive(request, staging, limit, settings.body_timeout)
+        except asyncio.TimeoutError:
+            raise Refused(
+                408,
+                f"the upload stalled for {settings.body_timeout:g} seconds (body_timeout)",
+                "body_timeout",
+            ) from None
+        except (ValueError, AssertionError, LookupError, HttpProcessingError) as exc:
+            # aiohttp's multipart reader on a body that is not the form it says it is.
+            raise BadRequest(f"the multipart body cannot be read: {exc}", "file") from None
         if purpose != BATCH:
             raise BadRequest(
                 f"purpose {purpose!r} is not taken here; upload batch inputs with purpose 'batch'",
