@@ -45,6 +45,9 @@ from localserve.server.batches.lines import Line, done_ids, read_lines
 log = logging.getLogger(__name__)
 
 LINES_IN_FLIGHT = 4
+# And of all batches together: a quarter of a model's waiting queue (64), the rest left to
+# interactive requests however many batches run.
+ALL_LINES_IN_FLIGHT = 16
 # A 503 is the daemon's "retry later" (a full queue, an engine restarting, a model busy).
 RETRIES_503 = (1.0, 2.0, 4.0, 8.0)
 SWEEP_EVERY_S = 600.0
@@ -64,6 +67,7 @@ class Runner:
         self._records: dict[str, set[asyncio.Task[None]]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._sweeper: asyncio.Task[None] | None = None
+        self._all_room = asyncio.Semaphore(ALL_LINES_IN_FLIGHT)
 
     async def start(self, url: str, headers: dict[str, str]) -> None:
         """Once the daemon listens at `url`: resume the unfinished jobs, expire old files."""
@@ -135,6 +139,7 @@ class Runner:
         def ended(task: asyncio.Task[None]) -> None:
             in_flight.discard(task)
             room.release()
+            self._all_room.release()
 
         if done:
             log.info(
@@ -144,8 +149,10 @@ class Runner:
             async with aclosing(_pending(self.files.path(job.input_file_id), done)) as pending:
                 async for line in pending:
                     await room.acquire()
+                    await self._all_room.acquire()
                     if job.status != IN_PROGRESS or job.expired(time.time()):
                         room.release()
+                        self._all_room.release()
                         break
                     task = asyncio.create_task(self._line(job, line))
                     in_flight.add(task)
