@@ -197,6 +197,10 @@ def test_files_are_listed_read_and_deleted(client: openai.OpenAI) -> None:
     assert client.files.delete(stored.id).deleted
     with pytest.raises(openai.NotFoundError):
         client.files.retrieve(stored.id)
+    # A name is kept as its last part: it goes back in a header (in RFC 6266's filename*).
+    odd = upload(client, lines, "C:\\in\\n\u00e4me.jsonl")
+    assert odd.filename == "n\u00e4me.jsonl"
+    assert client.files.content(odd.id).content == jsonl(lines)
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import web
 
@@ -107,9 +108,15 @@ async def file_content(request: web.Request) -> web.FileResponse:
     stored = files.get(request.match_info["file_id"])
     headers = {
         "Content-Type": "application/jsonl",
-        "Content-Disposition": f'attachment; filename="{stored.filename}"',
+        "Content-Disposition": _attachment(stored.filename),
     }
     return web.FileResponse(files.path(stored.id), headers=headers)
+
+
+def _attachment(name: str) -> str:
+    """The name in ASCII, and whole in RFC 6266's filename* (upload.py kept it printable)."""
+    plain = name.encode("ascii", "replace").decode().replace("?", "_")
+    return f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(name)}"
 
 
 async def delete_file(request: web.Request) -> web.Response:

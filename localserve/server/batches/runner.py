@@ -75,7 +75,10 @@ class Runner:
         self._headers = {**headers, PRIORITY_HEADER: "background"}
         # No total timeout: a line runs as long as its model takes, on a loaded machine too.
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30)
-        self._session = aiohttp.ClientSession(timeout=timeout)
+        # Idle connections are let go well before the daemon's idle_timeout (15 s) closes
+        # them, so a line is never sent down a connection the daemon is closing.
+        connector = aiohttp.TCPConnector(keepalive_timeout=4.0)
+        self._session = aiohttp.ClientSession(timeout=timeout, connector=connector)
         for job in reversed(self.jobs.all()):  # oldest first
             if job.status not in ENDED:
                 self.run(job)
@@ -256,12 +259,11 @@ class Runner:
         assert self._session is not None
         headers = {**self._headers, "X-Request-Id": request_id}
         for pause in (*RETRIES_503, None):
-            async with self._session.post(
-                self._url + line.url, json=line.body, headers=headers
-            ) as answer:
-                raw = await answer.read()
-                status = answer.status
-                sent_id = answer.headers.get("X-Request-Id", request_id)
+            try:
+                status, sent_id, raw = await self._post(line, headers)
+            except aiohttp.ServerDisconnectedError:
+                # A kept-alive connection closed under the request: once more, on a new one.
+                status, sent_id, raw = await self._post(line, headers, fresh=True)
             if status != 503 or pause is None:
                 break
             await asyncio.sleep(pause)
@@ -270,6 +272,15 @@ class Runner:
         except ValueError:
             body = {"error": {"message": raw.decode(errors="replace")[:2000], "type": "server"}}
         return status, {"request_id": sent_id, "body": body}
+
+    async def _post(
+        self, line: Line, headers: dict[str, str], fresh: bool = False
+    ) -> tuple[int, str, bytes]:
+        assert self._session is not None
+        if fresh:
+            headers = {**headers, "Connection": "close"}
+        async with self._session.post(self._url + line.url, json=line.body, headers=headers) as r:
+            return r.status, r.headers.get("X-Request-Id", headers["X-Request-Id"]), await r.read()
 
     async def _record(self, job: Job, entry: dict[str, Any], failed: bool) -> None:
         lock = self._locks.setdefault(job.id, asyncio.Lock())

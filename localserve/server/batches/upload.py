@@ -77,7 +77,7 @@ async def _receive(
         elif part.name == "file":
             if filename is not None:
                 raise BadRequest("the form has two `file` parts", "file")
-            filename = (part.filename or "upload.jsonl")[:256]
+            filename = _safe_name(part.filename)
             await _save(part, staging, limit, timeout)
         else:
             await asyncio.wait_for(part.release(), timeout)
@@ -94,6 +94,14 @@ async def _save(part: BodyPartReader, staging: Path, limit: int, timeout: float)
             if size > limit:
                 raise _too_large(limit)
             f.write(chunk)
+
+
+def _safe_name(name: str | None) -> str:
+    """The file's name as it is shown again (a header on download): its last path part, in
+    printable characters but quotes and backslashes."""
+    name = (name or "").replace("\\", "/").rsplit("/", 1)[-1]
+    kept = "".join(c if c.isprintable() and c not in '"\\' else "_" for c in name)
+    return kept[:256] or "upload.jsonl"
 
 
 def _check(path: Path, max_lines: int) -> None:

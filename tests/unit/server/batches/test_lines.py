@@ -19,6 +19,7 @@ from localserve.server.batches.lines import (
     parse_line,
     window_seconds,
 )
+from localserve.server.batches.upload import _safe_name
 
 
 def line(custom_id: str = "a", url: str = "/v1/embeddings", **extra: object) -> bytes:
@@ -130,3 +131,10 @@ def test_a_record_is_replaced_whole(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["job.json"]  # no temporary left
     record.write_text("{torn")
     assert disk.read_json(record) is None
+
+
+def test_an_uploaded_files_name_is_its_last_part_printable_and_unquoted() -> None:
+    assert _safe_name("C:\\in\\b.jsonl") == "b.jsonl"
+    assert _safe_name("../../etc/passwd") == "passwd"
+    assert _safe_name('q"\r\nX: y.jsonl') == "q___X: y.jsonl"
+    assert _safe_name(None) == _safe_name("") == "upload.jsonl"
