@@ -83,6 +83,17 @@ def by_id(entries: list[dict]) -> dict[str, dict]:
     return {e["custom_id"]: e for e in entries}
 
 
+def metric_values(url: str) -> dict[str, float]:
+    status, _, text = daemons.raw_request(f"{url}/metrics")
+    assert status == 200
+    values = {}
+    for line in text.decode().splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+    return values
+
+
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     state = tmp_path_factory.mktemp("batches-state")
@@ -254,7 +265,9 @@ def test_refusals_name_the_field_and_the_limit(client: openai.OpenAI) -> None:
         client.batches.retrieve("batch_nope")
 
 
-def test_a_batch_cancelled_mid_way_keeps_what_it_answered(client: openai.OpenAI) -> None:
+def test_a_batch_cancelled_mid_way_keeps_what_it_answered(
+    client: openai.OpenAI, daemon: str
+) -> None:
     lines = [chat_line(f"c{i}", f"Write a story about the number {i}.", 24) for i in range(40)]
     batch = run_batch(client, lines, "/v1/chat/completions")
     poll(
@@ -262,6 +275,11 @@ def test_a_batch_cancelled_mid_way_keeps_what_it_answered(client: openai.OpenAI)
         lambda: client.batches.retrieve(batch.id).request_counts.completed >= 2,
         BATCH_TIMEOUT_S,
     )
+    # The web page's figure: the running batches' requests, answered of all.
+    metrics = metric_values(daemon)
+    assert metrics["localserve_batch_requests"] >= 40
+    assert metrics["localserve_batch_requests_done"] >= 2
+    assert metrics['localserve_batches{status="in_progress"}'] >= 1
     cancelling = client.batches.cancel(batch.id)
     assert cancelling.status == "cancelling" and cancelling.cancelling_at
 

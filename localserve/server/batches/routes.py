@@ -16,6 +16,7 @@ from localserve.ground.errors import BadRequest
 from localserve.ground.settings import OPERATOR_HEADER, Settings, batches_dir
 from localserve.server.batches import upload
 from localserve.server.batches.files import BATCH, FileStore
+from localserve.server.batches.gauges import BatchGauges
 from localserve.server.batches.jobs import CANCELLING, RUNNING, JobStore
 from localserve.server.batches.lines import (
     check_endpoint,
@@ -27,6 +28,7 @@ from localserve.server.batches.runner import Runner
 from localserve.server.http import guard
 from localserve.server.http import validation as v
 from localserve.server.http.errors import Refused
+from localserve.server.http.metrics import METRICS
 from localserve.server.http.readers import read_json
 
 
@@ -46,6 +48,8 @@ def install(app: web.Application, settings: Settings) -> None:
     files = FileStore(root / "files", settings.batch_files, settings.batch_file_ttl or 0.0)
     jobs = JobStore(root / "jobs")
     app[BATCHES] = Batches(settings, files, jobs, Runner(files, jobs))
+    if METRICS in app:
+        app[METRICS].registry.register(BatchGauges(jobs))
     app.on_cleanup.append(stop)
     router = app.router
     router.add_post("/v1/files", create_file)
