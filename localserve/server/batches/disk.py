@@ -36,9 +36,13 @@ def read_json(path: Path) -> Any:
 
 def append_line(path: Path, value: Any) -> None:
     """Append one JSON line and sync it: once this returns, a restart finds the line."""
-    line = json.dumps(value, separators=(",", ":")).encode() + b"\n"
+    append_lines(path, [value])
+
+
+def append_lines(path: Path, values: list[Any]) -> None:
+    data = b"".join(json.dumps(v, separators=(",", ":")).encode() + b"\n" for v in values)
     with open(path, "ab") as f:
-        f.write(line)
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
 

@@ -227,13 +227,10 @@ class Runner:
         error = {"code": "batch_expired", "message": "the batch's completion window ended first"}
 
         def write() -> int:
-            count = 0
             with open(self.files.path(job.input_file_id), "rb") as f:
-                for line in read_lines(f):
-                    if line.custom_id not in done:
-                        disk.append_line(self.jobs.error_lines(job.id), _entry(line, None, error))
-                        count += 1
-            return count
+                entries = [_entry(x, None, error) for x in read_lines(f) if x.custom_id not in done]
+            disk.append_lines(self.jobs.error_lines(job.id), entries)  # one sync for them all
+            return len(entries)
 
         job.failed += await asyncio.to_thread(write)
 

@@ -42,10 +42,8 @@ async def upload(request: web.Request, files: FileStore, settings: Settings) -> 
             # aiohttp's multipart reader on a body that is not the form it says it is.
             raise BadRequest(f"the multipart body cannot be read: {exc}", "file") from None
         if purpose != BATCH:
-            raise BadRequest(
-                f"purpose {purpose!r} is not taken here; upload batch inputs with purpose 'batch'",
-                "purpose",
-            )
+            given = "the form has no purpose" if purpose is None else f"purpose {purpose!r}"
+            raise BadRequest(f"{given}: /v1/files takes batch inputs, purpose 'batch'", "purpose")
         if filename is None:
             raise BadRequest("the form has no `file` part", "file")
         await asyncio.to_thread(_check, staging, settings.batch_lines)
