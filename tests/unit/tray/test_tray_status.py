@@ -78,3 +78,22 @@ def test_the_same_answers_give_equal_states_so_the_menu_is_not_rebuilt() -> None
 def test_a_loaded_model_is_ticked_in_the_store_list() -> None:
     state = read_state(UP, [loaded("a")], [{"name": "a:latest"}, {"name": "b:latest"}], NOW)
     assert [(n, state.is_loaded(n)) for n in state.stored] == [("a", True), ("b", False)]
+
+
+def batch(status: str, total: int, completed: int, failed: int = 0) -> dict:
+    counts = {"total": total, "completed": completed, "failed": failed}
+    return {"id": "batch_x", "status": status, "request_counts": counts}
+
+
+def test_running_batches_show_their_progress_after_the_line() -> None:
+    one = [batch("in_progress", 40, 10, 2), batch("completed", 5, 5)]
+    state = read_state(UP, [loaded("a", in_flight=4)], [], NOW, batches=one)
+    assert state.line == "Generating (4 requests); batch 12/40"
+    two = [batch("in_progress", 40, 10), batch("validating", 40, 0)]
+    assert (
+        read_state(UP, [], [], NOW, batches=two).line == "Idle: no models loaded; 2 batches 10/80"
+    )
+    ended = [batch("completed", 40, 40), batch("cancelled", 9, 3)]
+    assert read_state(UP, [], [], NOW, batches=ended).line == "Idle: no models loaded"
+    loading = read_state({**UP, "loading": ["gemma3"]}, [], [], NOW, batches=one)
+    assert loading.line == "Loading gemma3..."
