@@ -332,3 +332,20 @@ def test_a_job_resumes_after_the_daemon_is_killed_without_duplicate_or_missing_l
         daemons.discard(proc)
         if second is not None:
             daemons.discard(second)
+
+
+def test_a_daemon_with_an_api_key_runs_its_batches(tmp_path: Path) -> None:
+    """The lines pass the guard as the CLI does (the operator's token; the key besides)."""
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    proc, url = start_daemon((*ARGS, "--api-key", "sesame"), env=env)
+    try:
+        with openai.OpenAI(base_url=f"{url}/v1", api_key="sesame", max_retries=0) as client:
+            body = {"model": MODEL, "input": "hello"}
+            line = {"custom_id": "e", "method": "POST", "url": "/v1/embeddings", "body": body}
+            batch = ended(client, run_batch(client, [line], "/v1/embeddings").id)
+            assert batch.status == "completed" and batch.request_counts.completed == 1
+        with openai.OpenAI(base_url=f"{url}/v1", api_key="wrong", max_retries=0) as client:
+            with pytest.raises(openai.AuthenticationError):
+                client.batches.list()
+    finally:
+        daemons.discard(proc)
