@@ -63,8 +63,8 @@ class FileStore:
                 continue  # not a record this version wrote: left alone
             if self.path(stored.id).exists():
                 self._files[stored.id] = stored
-        # Uploads that a crash left half-way are of no use to anyone.
-        for partial in root.glob(".upload-*"):
+        # Uploads and records that a crash left half-way are of no use to anyone.
+        for partial in [*root.glob(".upload-*"), *root.glob(".*.tmp")]:
             partial.unlink(missing_ok=True)
 
     def path(self, file_id: str) -> Path:
