@@ -35,6 +35,7 @@ from localserve.ground.setting_kinds import (
     BUDGETS,
     CAPS,
     DURATION,
+    FRACTION,
     LAYERS,
     LOG_FORMAT,
     NAMES_LIST,
@@ -121,6 +122,13 @@ class Settings:
         "draft tokens a greedy request's step may verify, found by prompt lookup (its last "
         "tokens seen earlier in the prompt or answer), while the step has room (0: off; a "
         "request's speculative field or option overrides it)",
+    )
+    # Batches and bulk scripts must not starve, nor hold the editor's requests behind them.
+    background_share: float = setting(
+        0.25,
+        FRACTION,
+        "share of each model's slots that background requests (batches, priority "
+        "background) keep while interactive ones wait; they yield the rest at the next step",
     )
     saved_conversations: int = setting(
         2 << 30,

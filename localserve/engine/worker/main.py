@@ -111,6 +111,7 @@ class ResidentBatcher:
             batcher.busy,
             cache.stats() if cache is not None else None,
             speculation() if speculation is not None else None,
+            getattr(batcher, "preemptions", 0),
         )
         self.worker.conn.send(m.Step(self.name, outputs, load))
         for job, error in result.embedded:

@@ -105,6 +105,7 @@ class RemoteRunner:
             "running": load.running,
             "prompt_cache": load.prompt_cache,
             "speculation": load.speculation,
+            "preemptions": load.preemptions,
             "batch_sizes": dict(self.batch_sizes),
         }
 
