@@ -247,9 +247,10 @@ class Scheduler:
             (s for s in self.running if not s.prefill_done),
             key=lambda s: (s.params.background, s.prefill_deferrals < MAX_DEFERRALS, s.to_prefill),
         )
-        first_tokens = 0
+        first_tokens = interactive = 0
         for seq in prefilling:
-            if budget <= 0:
+            # Background prompts wait while an interactive one prefills: its first token sooner.
+            if budget <= 0 or (seq.params.background and interactive):
                 break
             assert seq.slot is not None
             start = seq.n_prefilled
@@ -262,6 +263,7 @@ class Scheduler:
             seqs.append(seq)
             budget -= take
             first_tokens += last
+            interactive += not seq.params.background
         # llama.cpp splits a batch over per-slot KV streams into micro-batches of consecutive
         # sequence ids; out-of-order slots made it run one micro-batch per token (2x slower).
         order = sorted(range(len(seqs)), key=lambda i: plan.chunks[i].slot)

@@ -110,3 +110,14 @@ def test_a_background_flood_does_not_fill_the_queue_for_interactive_requests() -
 )
 def test_the_guaranteed_share_is_rounded_down_to_whole_slots(share, slots, kept) -> None:
     assert guaranteed_slots(share, slots) == kept
+
+
+def test_background_prompts_wait_while_an_interactive_prompt_prefills() -> None:
+    sched = Scheduler(FakeBackend(n_slots=2, n_ctx=256))
+    background, interactive = seq(BACKGROUND, n_prompt=20), seq(INTERACTIVE, n_prompt=20)
+    sched.submit(background)
+    sched.submit(interactive)
+    sched.step()
+    assert [c.slot for c in sched.backend.plans[-1].chunks] == [interactive.slot]
+    sched.step()
+    assert background.generated == [TOKEN]
