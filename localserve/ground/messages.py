@@ -82,6 +82,7 @@ class Embed(msgspec.Struct, tag=True):
     model: str
     job: int
     inputs: list[list[int]]
+    background: bool = False
 
 
 class Cancel(msgspec.Struct, tag=True):

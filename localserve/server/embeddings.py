@@ -23,6 +23,7 @@ from aiohttp import web
 from localserve.engine.workers.resident import ResidentModel
 from localserve.ground.errors import BadRequest, ContextOverflow
 from localserve.server.http import validation as v
+from localserve.server.http.priority import is_background
 from localserve.server.http.readers import keep_alive, model_name, read_json
 from localserve.server.http.state import MANAGER
 from localserve.server.ollama.options import window
@@ -78,7 +79,7 @@ async def ollama_embed(request: web.Request) -> web.Response:
         load_s = time.monotonic() - started
         ctx = window(model.name, num_ctx, model.info.n_ctx_slot)
         tokens = _fit(await model.encode_texts(texts), ctx, truncate) if texts else []
-        vectors = await model.embed(tokens) if tokens else []
+        vectors = await model.embed(tokens, is_background(request)) if tokens else []
     return web.json_response(
         {
             "model": name,
@@ -99,7 +100,7 @@ async def ollama_embeddings(request: web.Request) -> web.Response:
         if not prompt:
             return web.json_response({"embedding": []})
         tokens = _fit(await model.encode_texts([prompt], "prompt"), model.info.n_ctx_slot, True)
-        (vector,) = await model.embed(tokens)
+        (vector,) = await model.embed(tokens, is_background(request))
     return web.json_response({"embedding": vector.tolist()})
 
 
@@ -144,7 +145,7 @@ async def openai_embeddings(request: web.Request) -> web.Response:
     dimensions = _dimensions(body)
     async with request.app[MANAGER].acquire(name) as model:
         tokens = _fit(await _openai_inputs(model, body.get("input")), model.info.n_ctx_slot, False)
-        vectors = await model.embed(tokens)
+        vectors = await model.embed(tokens, is_background(request))
     data = [
         {
             "object": "embedding",

@@ -77,6 +77,13 @@ def test_an_interactive_request_is_answered_while_a_background_one_holds_the_onl
     assert answer.usage is not None and answer.usage.completion_tokens == 200
 
 
+def test_background_embeddings_are_served(client: openai.OpenAI) -> None:
+    answer = client.embeddings.create(
+        model="smollm2", input="a lighthouse", extra_headers=BACKGROUND
+    )
+    assert len(answer.data[0].embedding) > 0
+
+
 def test_the_body_field_asks_for_background_priority_on_the_ollama_face(url: str) -> None:
     answer = httpx.post(
         f"{url}/api/generate",

@@ -12,7 +12,18 @@ completion behind them.
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from localserve.engine.batching.admission import AdmissionQueue
 from localserve.engine.batching.sequence import Sequence
+
+
+class Batch(Protocol):
+    """What these rules read of a scheduler."""
+
+    running: list[Sequence]
+    waiting: AdmissionQueue[Sequence]
+    guaranteed: int
 
 
 def is_background(seq: Sequence) -> bool:
@@ -35,6 +46,22 @@ def next_class(
     if interactive_waiting:
         return False
     return True if background_waiting else None
+
+
+def next_waiting(batch: Batch) -> Sequence | None:
+    """The waiting sequence a free slot goes to, out of the queue; None when none waits."""
+    background = next_class(
+        batch.waiting.count(background=False),
+        batch.waiting.count(background=True),
+        sum(s.params.background for s in batch.running),
+        batch.guaranteed,
+    )
+    return None if background is None else batch.waiting.take(background)
+
+
+def interactive(running: list[Sequence], waiting: AdmissionQueue[Sequence]) -> bool:
+    """Whether interactive generations run or wait (background embeddings then yield)."""
+    return any(not s.params.background for s in running) or bool(waiting.count(background=False))
 
 
 def victims(

@@ -129,6 +129,8 @@ class Scheduler:
         lane = self.embeddings
         if lane is not None and lane.has_work():
             generating = bool(self.running or self.waiting)
+            if lane.background_only and priorities.interactive(self.running, self.waiting):
+                return StepResult(self._generation_step())
             if self._embedding_turn or not generating:
                 self._embedding_turn = False
                 return lane.step()
@@ -185,17 +187,8 @@ class Scheduler:
             self.waiting.put_back([seq])
             self.preemptions += 1
 
-    def _next_waiting(self) -> Sequence | None:
-        background = priorities.next_class(
-            self.waiting.count(background=False),
-            self.waiting.count(background=True),
-            sum(s.params.background for s in self.running),
-            self.guaranteed,
-        )
-        return None if background is None else self.waiting.take(background)
-
     def _admit(self, outbox: Outbox) -> None:
-        while self.slots.free and (seq := self._next_waiting()) is not None:
+        while self.slots.free and (seq := priorities.next_waiting(self)) is not None:
             try:
                 slot, reuse = self.slots.take(seq.context, self.running, len(self.waiting))
             except Exception as exc:  # the slot went back; only this request fails

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from localserve.engine.batching.embedding import EmbeddingJob
 from localserve.engine.batching.priorities import guaranteed_slots
 from localserve.engine.batching.scheduler import Scheduler
 from localserve.engine.batching.sequence import Sequence
@@ -121,3 +122,14 @@ def test_background_prompts_wait_while_an_interactive_prompt_prefills() -> None:
     assert [c.slot for c in sched.backend.plans[-1].chunks] == [interactive.slot]
     sched.step()
     assert background.generated == [TOKEN]
+
+
+def test_background_embeddings_take_no_turn_while_an_interactive_answer_runs() -> None:
+    sched = Scheduler(FakeBackend(n_slots=2, n_ctx=256))
+    sched.submit(seq(INTERACTIVE, max_new=3))
+    sched.submit_embedding(EmbeddingJob([[1, 2, 3]], background=True))
+    kinds = []
+    for _ in range(4):
+        sched.step()
+        kinds.append(sched.backend.calls[-1][0])
+    assert kinds == ["generate", "generate", "generate", "embed"]
