@@ -26,6 +26,7 @@ from localserve.server.http import validation as v
 from localserve.server.http.readers import keep_alive, model_name, read_json
 from localserve.server.http.state import MANAGER
 from localserve.server.ollama.options import window
+from localserve.server.upstream import forward as upstream
 
 
 # Normalization is the face's business: the engine returns raw pooled vectors.
@@ -135,8 +136,11 @@ def _encode(vec: np.ndarray, encoding: str) -> list[float] | str:
     return floats
 
 
-async def openai_embeddings(request: web.Request) -> web.Response:
+async def openai_embeddings(request: web.Request) -> web.StreamResponse:
     body = await read_json(request)
+    target = upstream.route(request, body)
+    if target is not None:
+        return await upstream.openai(request, target, "embeddings", body)
     name = model_name(body, accept_name=False)
     encoding = v.string(body, "encoding_format") or "float"
     if encoding not in ("float", "base64"):

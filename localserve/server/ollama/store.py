@@ -26,6 +26,7 @@ from localserve.server.http.errors import classify
 from localserve.server.http.guard import OPERATOR
 from localserve.server.http.readers import model_name, read_json
 from localserve.server.http.state import MANAGER, context_length, model_library
+from localserve.server.upstream import listing
 from localserve.store.hub import looks_like_ref, parse_ref
 from localserve.store.importer import Roots, import_model, scan
 from localserve.store.library import Library
@@ -78,6 +79,8 @@ async def tags(request: web.Request) -> web.Response:
         }
         for m, digest in await _off_loop(listed)
     ]
+    local = [str(m["name"]) for m in models]
+    models += [listing.ollama_tag(r) for r in listing.routes(request, local)]
     return web.json_response({"models": models})
 
 
