@@ -24,6 +24,7 @@ from localserve.server.openai import completions as openai
 from localserve.server.openapi import document as openapi
 from localserve.server.responses import api as responses
 from localserve.server.upstream.forward import UPSTREAMS
+from localserve.server.upstream.gauges import UpstreamGauges
 from localserve.server.upstream.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,8 @@ def build_app(manager: ModelManager, upstreams: tuple[UpstreamConfig, ...] = ())
     request_log.install(app, settings.log_prompts)
     if not settings.no_metrics:
         metrics.install(app)
+        if registry.upstreams:
+            app[metrics.METRICS].registry.register(UpstreamGauges(registry))
     app.router.add_get("/health", health)
     openai.add_routes(app)
     anthropic.add_routes(app)
