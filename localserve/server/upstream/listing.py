@@ -29,8 +29,9 @@ def routes(request: web.Request, local: Iterable[str]) -> list[Route]:
     registry = request.app.get(UPSTREAMS)
     if registry is None or not registry.upstreams:
         return []
-    names = set(local)
-    return registry.listed(lambda n: n in names or n.removesuffix(":latest") in names)
+    # As the store compares names: without the `:latest` tag, in any case.
+    names = {n.lower().removesuffix(":latest") for n in local}
+    return registry.listed(lambda n: n.lower().removesuffix(":latest") in names)
 
 
 def remote(r: Route) -> dict[str, Any]:

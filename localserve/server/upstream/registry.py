@@ -27,7 +27,7 @@ from aiohttp import web
 from localserve.ground.errors import UpstreamUnavailable
 from localserve.ground.settings import Settings
 from localserve.ground.upstreams import UpstreamConfig
-from localserve.server.upstream.breaker import CLOSED, Breaker
+from localserve.server.upstream.breaker import CLOSED, OPEN, Breaker
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +219,9 @@ class Registry:
 
     async def _probe_loop(self) -> None:
         while True:
-            await asyncio.gather(*(self.probe(u) for u in self.upstreams))
+            # An open breaker waits out its interval: then the probe (or a request) is its trial.
+            due = [u for u in self.upstreams if u.breaker.state != OPEN or not u.breaker.retry_in()]
+            await asyncio.gather(*(self.probe(u) for u in due))
             await asyncio.sleep(max(0.1, self.settings.upstream_probe_interval))
 
     async def start(self, app: web.Application) -> None:
