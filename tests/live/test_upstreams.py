@@ -178,6 +178,8 @@ def test_openai_chat_streamed_and_not(servers: dict[str, str], model: str) -> No
         if chunk.choices and chunk.choices[0].delta.content:
             text += chunk.choices[0].delta.content
     assert text
+    legacy = client.completions.create(model=model, prompt="Once upon a time", max_tokens=4)
+    assert legacy.model == model and legacy.choices[0].text
 
 
 def test_tools_pass_through_with_tool_choice(servers: dict[str, str]) -> None:

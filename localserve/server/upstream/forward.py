@@ -25,6 +25,7 @@ import aiohttp
 from aiohttp import web
 
 from localserve.ground.errors import UpstreamUnavailable
+from localserve.server.http.request_log import record_of
 from localserve.server.http.state import MANAGER, model_library
 from localserve.server.http.streaming import open_sse, send_done, send_event
 from localserve.server.upstream.registry import Registry, Route, describe
@@ -68,22 +69,26 @@ async def sent(
     body the caller reads. Unreachable: UpstreamUnavailable, a 503 naming it."""
     registry = request.app[UPSTREAMS]
     up = target.upstream
+    record = record_of(request)
+    if record is not None:  # the log line and the request metrics name the model as asked
+        record.model = target.name
     up.admit()
     assert registry.session is not None
-    try:
-        response = await registry.session.post(
-            f"{up.config.url}/{path}",
-            json={**body, "model": target.model.id},
-            headers=up.headers(),
-            allow_redirects=False,
-            timeout=registry.timeout(),
-        )
-    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-        raise up.failed(describe(exc)) from None
-    except asyncio.CancelledError:
-        up.breaker.trial_out = False  # a trial whose client left: the next request may try
-        raise
+    # In flight from here, not from its answer's head: a whole answer's head comes at its end.
     with up.serving(target.model.id):
+        try:
+            response = await registry.session.post(
+                f"{up.config.url}/{path}",
+                json={**body, "model": target.model.id},
+                headers=up.headers(),
+                allow_redirects=False,
+                timeout=registry.timeout(),
+            )
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            raise up.failed(describe(exc)) from None
+        except asyncio.CancelledError:
+            up.breaker.trial_out = False  # a trial whose client left: the next one may try
+            raise
         try:
             if response.status in _FAILING_STATUSES:
                 up.failed(f"it answered {response.status}")
