@@ -111,6 +111,12 @@ def configure(path: Path, upstreams: dict[str, str]) -> dict[str, str]:
     return {"LOCALSERVE_CONFIG": str(path), "UPSTREAM_KEY": KEY}
 
 
+def localserve_cli(command: str, url: str) -> str:
+    port = url.rsplit(":", 1)[1]
+    cmd = [sys.executable, "-m", "localserve", command, "--port", port]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+
+
 def get(url: str) -> dict:
     with daemons.OPENER.open(url, timeout=10) as r:
         return json.loads(r.read())
@@ -153,15 +159,12 @@ def test_upstream_models_are_listed_on_both_faces_marked_remote(servers: dict[st
     tags = {m.model: m for m in ollama.Client(host=servers["url"]).list().models}
     assert {ALIAS, "smollm2@peer", "smollm2:latest"} <= set(tags)
     assert tags[ALIAS].size == 0 and tags[ALIAS].details.format == "remote"
+    shown = ollama.Client(host=servers["url"]).show("smollm2@peer")
+    assert shown.modelinfo["remote.context_length"] == 1024 and "tools" in shown.capabilities
     health = {u["name"]: u for u in get(f"{servers['url']}/health")["upstreams"]}
     assert health["box"]["state"] == "up" and health["box"]["models"] == [ALIAS]
-    cli = subprocess.run(
-        [sys.executable, "-m", "localserve", "list", "--port", servers["url"].rsplit(":", 1)[1]],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert any(ALIAS in line and "remote: box" in line for line in cli.stdout.splitlines())
+    listed = localserve_cli("list", servers["url"])
+    assert any(ALIAS in line and "remote: box" in line for line in listed.splitlines())
 
 
 @pytest.mark.parametrize("model", [ALIAS, "smollm2@peer"])
@@ -232,12 +235,15 @@ def test_ps_lists_an_upstream_model_only_while_a_request_is_in_flight(
 ) -> None:
     ps = f"{servers['url']}/api/ps"
     assert ALIAS not in [m["name"] for m in get(ps)["models"]]
+    # Long enough (about 4 s here) for the checks below to run while it is in flight.
     stream = oai(servers["url"]).chat.completions.create(
-        model=ALIAS, messages=ASK, max_tokens=30, stream=True
+        model=ALIAS, messages=STORY, max_tokens=200, stream=True, logit_bias=NO_END
     )
     next(iter(stream))
     listed = {m["name"]: m for m in get(ps)["models"]}
     assert listed[ALIAS]["size"] == 0 and listed[ALIAS]["size_vram"] == 0
+    row = next(line for line in localserve_cli("ps", servers["url"]).splitlines() if ALIAS in line)
+    assert "remote:box" in row
     for _ in stream:
         pass
     deadline = time.monotonic() + 10

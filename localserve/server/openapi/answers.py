@@ -274,8 +274,12 @@ ANSWERS: dict[str, Schema] = {
             "model_info": FREE_OBJECT,
             "capabilities": array(STRING),
             "modified_at": STRING,
+            "remote_model": STRING,
+            "remote_host": STRING,
             "localserve": FREE_OBJECT,
-        }
+        },
+        "remote_model",
+        "remote_host",
     ),
     "Status": fixed({"status": STRING}),
     "Imported": fixed(

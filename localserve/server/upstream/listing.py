@@ -83,6 +83,28 @@ def ollama_tag(r: Route) -> dict[str, Any]:
     }
 
 
+def ollama_show(r: Route) -> dict[str, Any]:
+    """/api/show of an upstream model: what is known here (its context, where it runs); its
+    template and weights are the upstream's."""
+    context = r.model.context_length
+    return {
+        "license": "",
+        "modelfile": f"# localserve: {r.name}, served by upstream {r.upstream.name}\n",
+        "parameters": f"num_ctx {context}" if context else "",
+        "template": "",
+        "details": _details(),
+        "model_info": {"general.architecture": "remote", "remote.context_length": context},
+        # What a Chat Completions server may do; whether the model does is the upstream's say.
+        "capabilities": ["completion", "tools"],
+        "modified_at": datetime.fromtimestamp(
+            r.model.created or int(r.upstream.probed_at or 0), timezone.utc
+        ).isoformat(),
+        "remote_model": r.model.id,
+        "remote_host": r.upstream.config.url,
+        "localserve": {"remote": remote(r), "context_length": context},
+    }
+
+
 def ollama_ps(request: web.Request, local: Iterable[str]) -> list[dict[str, Any]]:
     """The upstream models with a request in flight, in /api/ps's shape, with no memory here."""
     out = []
@@ -102,7 +124,12 @@ def ollama_ps(request: web.Request, local: Iterable[str]) -> list[dict[str, Any]
                 "details": _details(),
                 "remote_model": r.model.id,
                 "remote_host": r.upstream.config.url,
-                "localserve": {"remote": remote(r), "in_flight": busy},
+                # `localserve ps` shows where it runs in its device column.
+                "localserve": {
+                    "remote": remote(r),
+                    "device": f"remote:{r.upstream.name}",
+                    "in_flight": busy,
+                },
             }
         )
     return out
