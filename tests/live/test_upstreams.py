@@ -2,124 +2,36 @@
 OpenAI server (`python -m llama_cpp.server`, its `server` extra) serving the embedded SmolLM2
 as `smol-up` behind a key, and a second localserve daemon as a second upstream. The daemon
 under test reads both from its config.toml and takes the key from `$UPSTREAM_KEY`; the
-official `openai` and `ollama` clients talk to it, unmodified.
+official `openai` and `ollama` clients talk to it, unmodified. Failures (a killed upstream, one
+down at start, a redirect) are in test_upstream_failures.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import ollama
 import openai
 import pytest
 
-from localserve.store.resolve import resolve
-from tests.support import daemons
-from tests.support.daemons import HOST, free_port, log_text, stop_daemon, wait_ready
+from tests.support.daemons import HOST, free_port, log_text, stop_daemon
 from tests.support.live import CLIENT_TIMEOUT_S, start_daemon
-
-KEY = "sekrit-123"
-ALIAS = "smol-up"
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
-ASK = [{"role": "user", "content": "Say hello."}]
-# An answer long enough to be cut: SmolLM2 tells a story, and its end-of-turn tokens are banned
-# (logit_bias, which passes through to the upstream) where the face has the field.
-STORY = [{"role": "user", "content": "Write a long story about a dragon and a knight."}]
-NO_END = {"0": -100, "2": -100}
-
-
-def start_llama_server(port: int) -> subprocess.Popen:
-    """llama-cpp-python's server on `port`, the embedded SmolLM2 as `smol-up`, behind KEY."""
-    model = resolve("smollm2").path
-    cmd = [
-        sys.executable,
-        "-m",
-        "llama_cpp.server",
-        "--model",
-        str(model),
-        "--model_alias",
-        ALIAS,
-        "--host",
-        HOST,
-        "--port",
-        str(port),
-        "--api_key",
-        KEY,
-        "--n_ctx",
-        "2048",
-        "--n_threads",
-        "1",
-        # By default it stops the answer in progress when any request arrives, /v1/models
-        # included: the probe would cut every stream short.
-        "--interrupt_requests",
-        "False",
-    ]
-    fd, log_path = tempfile.mkstemp(prefix=f"llama-server-{port}-", suffix=".log")
-    with os.fdopen(fd, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    proc.log_path = log_path  # type: ignore[attr-defined]
-
-    def ready() -> bool:
-        request = urllib.request.Request(
-            f"http://{HOST}:{port}/v1/models", headers={"Authorization": f"Bearer {KEY}"}
-        )
-        try:
-            with daemons.OPENER.open(request, timeout=2) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
-
-    try:
-        wait_ready(proc, ready, cmd, log_path, timeout_s=90)
-    except daemons.NotReady as exc:
-        pytest.fail(f"llama_cpp.server {exc.reason}\n{exc.log}", pytrace=False)
-    return proc
-
-
-def kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-
-
-def configure(path: Path, upstreams: dict[str, str]) -> dict[str, str]:
-    """A config file naming the upstreams, and the environment a daemon reads it from."""
-    for name, url in upstreams.items():
-        key = ["--key-env", "UPSTREAM_KEY"] if name == "box" else []
-        cli = [sys.executable, "-m", "localserve", "upstream", "add", name, url, *key]
-        subprocess.run(cli, env={**os.environ, "LOCALSERVE_CONFIG": str(path)}, check=True)
-    return {"LOCALSERVE_CONFIG": str(path), "UPSTREAM_KEY": KEY}
-
-
-def localserve_cli(command: str, url: str) -> str:
-    port = url.rsplit(":", 1)[1]
-    cmd = [sys.executable, "-m", "localserve", command, "--port", port]
-    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-
-
-def get(url: str) -> dict:
-    with daemons.OPENER.open(url, timeout=10) as r:
-        return json.loads(r.read())
+from tests.support.upstream_support import (
+    ALIAS,
+    ASK,
+    KEY,
+    NO_END,
+    STORY,
+    WEATHER,
+    configure,
+    get,
+    kill,
+    localserve_cli,
+    oai,
+    start_llama_server,
+)
 
 
 @pytest.fixture(scope="module")
@@ -133,19 +45,18 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
     args = ["--no-default-model", "--upstream-probe-interval", "1", "--verbose"]
     proc, url = start_daemon(args, env=env)
     try:
-        yield {"url": url, "log": proc.log_path, "box": f"http://{HOST}:{port}/v1"}
+        yield {
+            "url": url,
+            "log": proc.log_path,
+            "box": f"http://{HOST}:{port}/v1",
+            "config": env["LOCALSERVE_CONFIG"],
+        }
     finally:
         stop_daemon(proc)
         stop_daemon(peer)
         kill(llama)
         log = log_text(proc.log_path)
         assert KEY not in log, "the upstream's key is in the daemon's log"
-
-
-def oai(url: str) -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url=f"{url}/v1", api_key="none", timeout=CLIENT_TIMEOUT_S, max_retries=0
-    )
 
 
 def test_upstream_models_are_listed_on_both_faces_marked_remote(servers: dict[str, str]) -> None:
@@ -165,6 +76,9 @@ def test_upstream_models_are_listed_on_both_faces_marked_remote(servers: dict[st
     assert health["box"]["state"] == "up" and health["box"]["models"] == [ALIAS]
     listed = localserve_cli("list", servers["url"])
     assert any(ALIAS in line and "remote: box" in line for line in listed.splitlines())
+    rows = localserve_cli("upstream", servers["url"], "list", config=servers["config"])
+    box = next(line.split() for line in rows.splitlines() if line.startswith("box "))
+    assert box == ["box", servers["box"], "all", "it", "lists", "$UPSTREAM_KEY", "up"]
 
 
 @pytest.mark.parametrize("model", [ALIAS, "smollm2@peer"])
@@ -250,54 +164,3 @@ def test_ps_lists_an_upstream_model_only_while_a_request_is_in_flight(
     while ALIAS in [m["name"] for m in get(ps)["models"]]:
         assert time.monotonic() < deadline, "still in /api/ps after its request ended"
         time.sleep(0.2)
-
-
-def test_a_killed_upstream_gives_an_error_event_then_503s_and_is_used_again_once_back(
-    tmp_path: Path,
-) -> None:
-    port = free_port()
-    llama = start_llama_server(port)
-    env = configure(tmp_path / "config.toml", {"box": f"http://{HOST}:{port}/v1"})
-    args = ["--no-default-model", "--upstream-failures", "1", "--upstream-retry", "2"]
-    args += ["--upstream-probe-interval", "1", "--verbose"]
-    proc, url = start_daemon(args, env=env)
-    try:
-        client = oai(url)
-        stream = client.chat.completions.create(
-            model=ALIAS, messages=STORY, max_tokens=400, stream=True, logit_bias=NO_END
-        )
-        with pytest.raises(openai.APIError, match="upstream 'box'.*mid-answer"):
-            for i, _ in enumerate(stream):
-                if i == 2:
-                    kill(llama)
-        with pytest.raises(openai.InternalServerError, match="upstream 'box'") as exc:
-            client.chat.completions.create(model=ALIAS, messages=ASK, max_tokens=4)
-        assert exc.value.status_code == 503
-        with pytest.raises(ollama.ResponseError, match="upstream 'box'") as down:
-            ollama.Client(host=url).chat(model=ALIAS, messages=ASK)
-        assert down.value.status_code == 503
-        assert get(f"{url}/health")["upstreams"][0]["state"] != "up"
-
-        llama = start_llama_server(port)  # back, on the same address
-        deadline = time.monotonic() + 20  # the breaker's 2 s, the probe's 1 s, and slack
-        while True:
-            try:
-                answer = client.chat.completions.create(model=ALIAS, messages=ASK, max_tokens=4)
-                break
-            except openai.InternalServerError:
-                assert time.monotonic() < deadline, "the restarted upstream was not used again"
-                time.sleep(0.5)
-        assert answer.choices[0].message.content
-
-        # The same on Ollama's face: an {"error": ...} line that ollama's client raises.
-        chunks = ollama.Client(host=url, timeout=CLIENT_TIMEOUT_S).chat(
-            model=ALIAS, messages=STORY, options={"num_predict": 400}, stream=True
-        )
-        with pytest.raises(ollama.ResponseError, match="upstream 'box'"):
-            for i, _ in enumerate(chunks):
-                if i == 2:
-                    kill(llama)
-    finally:
-        stop_daemon(proc)
-        kill(llama)
-    assert KEY not in log_text(proc.log_path)

@@ -90,6 +90,13 @@ async def sent(
             up.breaker.trial_out = False  # a trial whose client left: the next one may try
             raise
         try:
+            if 300 <= response.status < 400:
+                # Not followed: the key goes to the upstream's own URL and nowhere else.
+                where = response.headers.get("Location", "elsewhere")
+                raise up.failed(
+                    f"it redirected to {where}; redirects are not followed (the key goes to "
+                    "its URL only): set its url to where it serves"
+                )
             if response.status in _FAILING_STATUSES:
                 up.failed(f"it answered {response.status}")
             else:

@@ -193,6 +193,8 @@ class Registry:
             ) as r:
                 if r.status != 200:
                     why = f"GET /models answered {r.status}"
+                    if 300 <= r.status < 400:
+                        why += f" to {r.headers.get('Location', 'elsewhere')} (not followed)"
                     if r.status in (401, 403):
                         why += f" (check the key in ${up.config.key_env or 'its key_env'})"
                     up.failed(why)
@@ -217,19 +219,24 @@ class Registry:
             log.info("upstream %s is up again", up.name)
         up.breaker.succeeded()
 
-    async def _probe_loop(self) -> None:
+    async def _probe_loop(self, first: asyncio.Future[list[None]]) -> None:
+        await first
         while True:
+            await asyncio.sleep(max(0.1, self.settings.upstream_probe_interval))
             # An open breaker waits out its interval: then the probe (or a request) is its trial.
             due = [u for u in self.upstreams if u.breaker.state != OPEN or not u.breaker.retry_in()]
             await asyncio.gather(*(self.probe(u) for u in due))
-            await asyncio.sleep(max(0.1, self.settings.upstream_probe_interval))
 
     async def start(self, app: web.Application) -> None:
         if not self.upstreams:
             return
         # No proxies from the environment: an upstream is reached where its URL says.
         self.session = aiohttp.ClientSession(trust_env=False)
-        self._probe = asyncio.create_task(self._probe_loop())
+        first = asyncio.ensure_future(asyncio.gather(*(self.probe(u) for u in self.upstreams)))
+        self._probe = asyncio.create_task(self._probe_loop(first))
+        # The first listings (an editor's model picker at start) hold the upstreams' models:
+        # the daemon listens once the first probes answered, or after the connect timeout.
+        await asyncio.wait([first], timeout=self.settings.upstream_connect_timeout + 1.0)
 
     async def stop(self, app: web.Application) -> None:
         if self._probe is not None:
