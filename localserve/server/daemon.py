@@ -43,6 +43,10 @@ async def serve(settings: Settings, models: list[str]) -> str:
         served = ", ".join(up.models) if up.models is not None else "all it lists"
         key = f", key from ${up.key_env}" if up.key_env else ""
         log.info("upstream %s at %s: %s%s", up.name, up.url, served, key)
+        if up.key_env and up.key() is None:
+            log.warning(
+                "upstream %s: $%s is not set: its requests go without a key", up.name, up.key_env
+            )
     stop = asyncio.Event()
     app[SHUTDOWN] = stop
     # Cancelling a handler when its client disconnects is what frees the slot within a step.

@@ -16,6 +16,7 @@ import ollama
 import openai
 import pytest
 
+from tests.support import daemons
 from tests.support.daemons import HOST, free_port, log_text, stop_daemon
 from tests.support.live import CLIENT_TIMEOUT_S, start_daemon
 from tests.support.upstream_support import (
@@ -72,6 +73,10 @@ def test_upstream_models_are_listed_on_both_faces_marked_remote(servers: dict[st
     assert tags[ALIAS].size == 0 and tags[ALIAS].details.format == "remote"
     shown = ollama.Client(host=servers["url"]).show("smollm2@peer")
     assert shown.modelinfo["remote.context_length"] == 1024 and "tools" in shown.capabilities
+    with daemons.OPENER.open(f"{servers['url']}/metrics", timeout=10) as r:
+        metrics = r.read().decode()
+    assert 'localserve_upstream_up{upstream="box"} 1.0' in metrics
+    assert 'localserve_upstream_up{upstream="peer"} 1.0' in metrics
     health = {u["name"]: u for u in get(f"{servers['url']}/health")["upstreams"]}
     assert health["box"]["state"] == "up" and health["box"]["models"] == [ALIAS]
     listed = localserve_cli("list", servers["url"])

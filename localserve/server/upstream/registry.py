@@ -83,11 +83,12 @@ class Upstream:
         """Raise the 503 of an open breaker, or let the request go."""
         if not self.breaker.allow():
             why = self.breaker.last_error or "it failed"
+            retry = self.breaker.retry_in()
+            when = f"tried again in {retry:.0f} s" if retry else "being tried again now"
             raise UpstreamUnavailable(
                 self.name,
                 self.config.url,
-                f"down after {self.breaker.failures} failure(s) ({why}); "
-                f"tried again in {self.breaker.retry_in():.0f} s",
+                f"down after {self.breaker.failures} failure(s) ({why}); {when}",
             )
 
     def failed(self, why: str) -> UpstreamUnavailable:
