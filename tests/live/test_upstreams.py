@@ -142,6 +142,15 @@ def test_ollama_chat_streamed_and_not(servers: dict[str, str]) -> None:
     assert tooled.done
 
 
+def test_embeddings_on_both_faces(servers: dict[str, str]) -> None:
+    """Through the peer, a localserve daemon that embeds with its model."""
+    got = oai(servers["url"]).embeddings.create(model="smollm2@peer", input=["a", "b"])
+    assert got.model == "smollm2@peer" and len(got.data) == 2 and len(got.data[0].embedding) > 8
+    embedded = ollama.Client(host=servers["url"]).embed(model="smollm2@peer", input="a")
+    assert len(embedded.embeddings) == 1
+    assert embedded.embeddings[0] == pytest.approx(got.data[0].embedding, abs=1e-4)
+
+
 def test_an_ollama_option_without_an_openai_field_is_a_400(servers: dict[str, str]) -> None:
     client = ollama.Client(host=servers["url"], timeout=CLIENT_TIMEOUT_S)
     with pytest.raises(ollama.ResponseError) as exc:

@@ -119,3 +119,29 @@ async def forward(
             await _send(out, {**head, "created_at": _now(), **last, **counts, **timing})
         await out.write_eof()
         return out
+
+
+async def embed(request: web.Request, target: Route, body: dict[str, Any]) -> web.StreamResponse:
+    """/api/embed for an upstream model: its /v1/embeddings, the vectors as they come (the
+    upstream's, normalized or not as it makes them)."""
+    started = time.monotonic()
+    asked = translate.embed_request(body, target.model.id, target.upstream.name)
+    async with sent(request, target, "embeddings", asked) as response:
+        if response.status != 200:
+            message = _error_text(await response.read(), response.status)
+            return web.json_response({"error": message}, status=response.status)
+        try:
+            answer = await response.json(content_type=None)
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+            raise cut_off(target, exc) from None
+    data = sorted(answer.get("data") or [], key=lambda d: int(d.get("index", 0)))
+    usage = answer.get("usage") or {}
+    return web.json_response(
+        {
+            "model": target.name,
+            "embeddings": [d.get("embedding") for d in data],
+            "total_duration": int((time.monotonic() - started) * 1e9),
+            "load_duration": 0,
+            "prompt_eval_count": int(usage.get("prompt_tokens") or 0),
+        }
+    )

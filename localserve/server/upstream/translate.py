@@ -164,6 +164,21 @@ def _request(
     return out
 
 
+def embed_request(body: JSON, model: str, upstream: str) -> JSON:
+    """/api/embed's body as an Embeddings request. `truncate` has no field there: an input
+    longer than the model's context gets the upstream's own error, whichever it asks."""
+    texts = body.get("input")
+    if isinstance(texts, str):
+        texts = [texts]
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts) or not texts:
+        raise BadRequest("'input' must be a string or a non-empty list of strings", "input")
+    out: JSON = {"model": model, "input": texts, "encoding_format": "float"}
+    if body.get("dimensions") is not None:
+        out["dimensions"] = body["dimensions"]
+    options(body.get("options"), upstream, None)  # refuses what has no field; none applies
+    return out
+
+
 # -- the answers --------------------------------------------------------------------------------
 
 

@@ -139,3 +139,12 @@ def test_a_stream_collects_calls_named_once_and_their_arguments() -> None:
     assert counts["done_reason"] == "length" and counts["eval_count"] == 2
     generate = t.StreamState()
     assert generate.chunk(False, {"choices": [{"delta": {"content": "x"}}]}) == {"response": "x"}
+
+
+def test_an_embed_request() -> None:
+    got = t.embed_request({"input": "a", "dimensions": 8, "truncate": True}, "r", "box")
+    assert got == {"model": "r", "input": ["a"], "encoding_format": "float", "dimensions": 8}
+    with pytest.raises(BadRequest, match="input"):
+        t.embed_request({"input": [1]}, "r", "box")
+    with pytest.raises(BadRequest, match="num_gpu"):
+        t.embed_request({"input": "a", "options": {"num_gpu": 1}}, "r", "box")
