@@ -141,11 +141,11 @@ async def openai(
     request: web.Request, target: Route, path: str, body: dict[str, Any]
 ) -> web.StreamResponse:
     """/v1/chat/completions, /v1/completions or /v1/embeddings on an upstream model."""
-    stream = body.get("stream") is True
     async with sent(request, target, path, body) as response:
         if response.status != 200:
             return await passthrough(request, response)
-        if not stream:
+        # A server that answers a stream's request whole is answered whole.
+        if "text/event-stream" not in response.headers.get("Content-Type", ""):
             try:
                 answer = await response.json(content_type=None)
             except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:

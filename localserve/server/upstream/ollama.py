@@ -69,13 +69,13 @@ async def forward(
         )
     make = translate.chat_request if chat else translate.generate_request
     asked = make(body, target.model.id, target.upstream.name, target.model.context_length)
-    stream = bool(asked["stream"])
     async with sent(request, target, "chat/completions", asked) as response:
         if response.status != 200:
             message = _error_text(await response.read(), response.status)
             return web.json_response({"error": message}, status=response.status)
         head = {"model": target.name}
-        if not stream:
+        # Whole, as asked, or as a server that ignores `stream` answers (one NDJSON line then).
+        if "text/event-stream" not in response.headers.get("Content-Type", ""):
             try:
                 completion = await response.json(content_type=None)
             except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
