@@ -115,6 +115,20 @@ def test_tools_pass_through_with_tool_choice(servers: dict[str, str]) -> None:
     call = answer.choices[0].message.tool_calls[0]
     assert call.function.name == "get_weather"
     assert "city" in json.loads(call.function.arguments)
+    # Streamed: the call's deltas are relayed as the upstream sent them.
+    name, arguments = "", ""
+    for chunk in oai(servers["url"]).chat.completions.create(
+        model=ALIAS,
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+        tools=[WEATHER],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        max_tokens=40,
+        stream=True,
+    ):
+        for delta in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+            name = name or (delta.function.name or "")
+            arguments += delta.function.arguments or ""
+    assert name == "get_weather" and "city" in json.loads(arguments)
 
 
 def test_the_upstreams_4xx_comes_back_as_is(servers: dict[str, str]) -> None:
@@ -140,6 +154,19 @@ def test_ollama_chat_streamed_and_not(servers: dict[str, str]) -> None:
     # Tools reach the upstream (SmolLM2 may answer in words: Ollama has no tool_choice).
     tooled = client.chat(model=ALIAS, messages=ASK, tools=[WEATHER], options=options)
     assert tooled.done
+    # A conversation with a call and its result, in Ollama's shape (no ids), reaches the
+    # upstream as OpenAI's (ids that match) and is answered.
+    history = [
+        {"role": "user", "content": "What is the weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}],
+        },
+        {"role": "tool", "content": "sunny, 21 C", "tool_name": "get_weather"},
+    ]
+    followed = client.chat(model=ALIAS, messages=history, tools=[WEATHER], options=options)
+    assert followed.done and followed.message.content
 
 
 def test_embeddings_on_both_faces(servers: dict[str, str]) -> None:

@@ -111,8 +111,8 @@ def messages(msgs: Any) -> list[JSON]:
                         },
                     }
                 )
+            # Content stays "" (not null): llama-cpp-python's server refuses a null content.
             one["tool_calls"] = calls
-            one["content"] = content or None
         elif role == "tool":
             name = m.get("tool_name") or m.get("name")
             match = next((p for p in pending if name and p[1] == name), None)

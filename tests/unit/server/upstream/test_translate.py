@@ -82,7 +82,7 @@ def test_calls_and_their_answers_get_ids_that_match() -> None:
     out = t.messages(msgs)
     calls = out[1]["tool_calls"]
     assert [c["function"]["arguments"] for c in calls] == ['{"x": 1}', "{}"]
-    assert out[1]["content"] is None
+    assert out[1]["content"] == ""
     assert out[2]["tool_call_id"] == calls[1]["id"]
     assert out[3]["tool_call_id"] == calls[0]["id"]
 
