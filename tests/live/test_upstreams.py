@@ -131,6 +131,31 @@ def test_tools_pass_through_with_tool_choice(servers: dict[str, str]) -> None:
     assert name == "get_weather" and "city" in json.loads(arguments)
 
 
+def test_response_format_passes_through_and_its_refusal_comes_back(
+    servers: dict[str, str],
+) -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    ask = [{"role": "user", "content": "Give a JSON object with a small number n."}]
+    # llama-cpp-python's server takes a schema as json_object's `schema` (its own extension).
+    answer = oai(servers["url"]).chat.completions.create(
+        model=ALIAS,
+        messages=ask,
+        response_format={"type": "json_object", "schema": schema},  # type: ignore[typeddict-unknown-key]
+        max_tokens=60,
+        temperature=0,
+    )
+    assert isinstance(json.loads(answer.choices[0].message.content or "")["n"], int)
+    # OpenAI's json_schema it refuses: its refusal, status and words, comes back as it said it.
+    with pytest.raises(openai.APIStatusError) as exc:
+        oai(servers["url"]).chat.completions.create(
+            model=ALIAS,
+            messages=ask,
+            response_format={"type": "json_schema", "json_schema": {"name": "n", "schema": schema}},
+            max_tokens=8,
+        )
+    assert exc.value.status_code == 500 and "json_object" in exc.value.message
+
+
 def test_the_upstreams_4xx_comes_back_as_is(servers: dict[str, str]) -> None:
     with pytest.raises(openai.BadRequestError) as exc:
         oai(servers["url"]).chat.completions.create(

@@ -68,3 +68,31 @@ def test_add_replace_and_remove_keep_the_rest_of_the_file(tmp_path: Path) -> Non
 def test_a_url_without_a_path_gets_v1() -> None:
     assert upstreams.normalize_url("http://h:8000") == "http://h:8000/v1"
     assert upstreams.normalize_url("https://h/openai/v1/") == "https://h/openai/v1"
+
+
+def test_the_cli_adds_lists_and_removes_without_a_daemon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from localserve.cli import main
+
+    path = tmp_path / "config.toml"
+    monkeypatch.setenv("LOCALSERVE_CONFIG", str(path))
+    monkeypatch.setenv("LOCALSERVE_PORT", "9")  # no daemon there: `list` says so
+    assert main(["upstream", "add", "gpu", "http://gpu:8000/v1", "--models", "a, b"]) == 0
+    assert main(["upstream", "add", "bad name", "http://h"]) == 2
+    assert main(["upstream", "add", "x", "http://u:p@h/v1"]) == 2
+    assert upstreams.read(path) == (UpstreamConfig("gpu", "http://gpu:8000/v1", None, ("a", "b")),)
+    capsys.readouterr()
+    assert main(["upstream", "list"]) == 0
+    assert capsys.readouterr().out.split("\n")[1].split() == [
+        "gpu",
+        "http://gpu:8000/v1",
+        "a,",
+        "b",
+        "-",
+        "no",
+        "daemon",
+    ]
+    assert main(["upstream", "remove", "gpu"]) == 0
+    assert main(["upstream", "remove", "gpu"]) == 2
+    assert upstreams.read(path) == ()
