@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -172,3 +173,31 @@ def test_the_key_never_follows_a_redirect_to_another_host(tmp_path: Path) -> Non
         elsewhere.shutdown()
     assert _Recorder.seen == []
     assert KEY not in log_text(proc.log_path)
+
+
+def test_an_upstream_that_does_not_answer_in_time_gets_a_503_naming_it(tmp_path: Path) -> None:
+    """An upstream that takes the connection and never answers (a socket that listens and
+    says nothing: the kernel completes the handshake): past `upstream_first_byte_timeout`, a
+    503 naming it, on both faces."""
+    silent = socket.socket()
+    silent.bind((HOST, 0))
+    silent.listen(16)
+    config = tmp_path / "config.toml"
+    silent_url = f"http://{HOST}:{silent.getsockname()[1]}/v1"
+    add = [sys.executable, "-m", "localserve", "upstream", "add", "mute", silent_url]
+    env = {**os.environ, "LOCALSERVE_CONFIG": str(config)}
+    subprocess.run([*add, "--models", "m"], env=env, check=True)
+    args = ["--no-default-model", "--upstream-first-byte-timeout", "1"]
+    proc, url = start_daemon(args, env={"LOCALSERVE_CONFIG": str(config)})
+    try:
+        started = time.monotonic()
+        with pytest.raises(openai.InternalServerError, match="upstream 'mute'.*timed out") as exc:
+            oai(url).chat.completions.create(model="m", messages=ASK)
+        assert exc.value.status_code == 503
+        assert time.monotonic() - started < 10
+        with pytest.raises(ollama.ResponseError, match="upstream 'mute'") as down:
+            ollama.Client(host=url).chat(model="m", messages=ASK)
+        assert down.value.status_code == 503
+    finally:
+        stop_daemon(proc)
+        silent.close()
