@@ -33,6 +33,7 @@ from localserve.store.names import is_name, parse_name
 
 UPSTREAMS = web.AppKey("upstreams", Registry)
 _FAILING_STATUSES = (502, 503, 504)
+_OUR_PRIORITIES = ("interactive", "background")
 
 
 def local_names(request: web.Request) -> Callable[[str], bool]:
@@ -141,6 +142,10 @@ async def openai(
     request: web.Request, target: Route, path: str, body: dict[str, Any]
 ) -> web.StreamResponse:
     """/v1/chat/completions, /v1/completions or /v1/embeddings on an upstream model."""
+    if body.get("priority") in _OUR_PRIORITIES:
+        # localserve's own priority class, for its own scheduler: not the upstream's field
+        # (vLLM's `priority` is a number, which passes through).
+        body = {k: v for k, v in body.items() if k != "priority"}
     async with sent(request, target, path, body) as response:
         if response.status != 200:
             return await passthrough(request, response)
