@@ -8,7 +8,17 @@ import argparse
 import sys
 
 from localserve import __version__
-from localserve.cli import doctor, loaded, models, native, run, serve, service, status
+from localserve.cli import (
+    doctor,
+    loaded,
+    models,
+    native,
+    run,
+    serve,
+    service,
+    status,
+    upstream,
+)
 from localserve.cli.common import Failure
 from localserve.cli.output import (
     EXIT_CODES_HELP,
@@ -40,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_parser(sub)
     native.add_parsers(sub)
     service.add_parsers(sub)
+    upstream.add_parsers(sub)
     return parser
 
 

@@ -27,6 +27,8 @@ from localserve.server.http.priority import is_background
 from localserve.server.http.readers import keep_alive, model_name, read_json
 from localserve.server.http.state import MANAGER
 from localserve.server.ollama.options import window
+from localserve.server.upstream import forward as upstream
+from localserve.server.upstream import ollama as upstream_ollama
 
 
 # Normalization is the face's business: the engine returns raw pooled vectors.
@@ -67,9 +69,12 @@ def _dimensions(body: v.JSON) -> int | None:
 # -- Ollama ----------------------------------------------------------------------------------
 
 
-async def ollama_embed(request: web.Request) -> web.Response:
+async def ollama_embed(request: web.Request) -> web.StreamResponse:
     started = time.monotonic()
     body = await read_json(request)
+    target = upstream.route(request, body)
+    if target is not None:
+        return await upstream_ollama.embed(request, target, body)
     name = model_name(body, accept_name=False)
     texts = _texts(body.get("input", []), "input")
     truncate = v.boolean(body, "truncate", True)
@@ -136,8 +141,11 @@ def _encode(vec: np.ndarray, encoding: str) -> list[float] | str:
     return floats
 
 
-async def openai_embeddings(request: web.Request) -> web.Response:
+async def openai_embeddings(request: web.Request) -> web.StreamResponse:
     body = await read_json(request)
+    target = upstream.route(request, body)
+    if target is not None:
+        return await upstream.openai(request, target, "embeddings", body)
     name = model_name(body, accept_name=False)
     encoding = v.string(body, "encoding_format") or "float"
     if encoding not in ("float", "base64"):
