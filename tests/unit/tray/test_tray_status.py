@@ -78,3 +78,10 @@ def test_the_same_answers_give_equal_states_so_the_menu_is_not_rebuilt() -> None
 def test_a_loaded_model_is_ticked_in_the_store_list() -> None:
     state = read_state(UP, [loaded("a")], [{"name": "a:latest"}, {"name": "b:latest"}], NOW)
     assert [(n, state.is_loaded(n)) for n in state.stored] == [("a", True), ("b", False)]
+
+
+def test_an_upstreams_models_are_listed_as_remote_and_not_offered_to_load() -> None:
+    tags = [{"name": "a:latest"}, {"name": "big:latest", "remote_host": "http://gpu-box:8000/v1"}]
+    state = read_state(UP, [], tags, NOW)
+    assert state.stored == ("a",)
+    assert state.remote == (("big", "http://gpu-box:8000/v1"),)
