@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import aiohttp
 
@@ -148,6 +148,8 @@ async def stream_chat(
     max_tokens: int,
     arrivals: list[float] | None = None,
     messages: list[dict[str, str]] | None = None,
+    extra: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Sample:
     """A greedy streamed chat completion of `prompt`, or of a whole conversation's `messages`;
     failures come back as `Sample.error`, never raised, so one bad request does not end a timed
@@ -160,6 +162,7 @@ async def stream_chat(
         "stream": True,
         # llama_cpp.server ignores this field; then we fall back to counting content chunks.
         "stream_options": {"include_usage": True},
+        **(extra or {}),
     }
     t0 = time.perf_counter()
     ttft: float | None = None
@@ -172,7 +175,7 @@ async def stream_chat(
         return Sample(model, time.perf_counter() - t0, ttft, tokens, error, "".join(parts))
 
     try:
-        async with session.post(base + "/v1/chat/completions", json=body) as r:
+        async with session.post(base + "/v1/chat/completions", json=body, headers=headers) as r:
             if r.status != 200:
                 return done(f"HTTP {r.status}: {(await r.text())[:200]}")
             async for raw in r.content:

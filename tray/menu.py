@@ -46,6 +46,9 @@ def build_menu(state: TrayState, act: Actions) -> pystray.Menu:
             for name in state.stored
         ]
         items.append(item("Load", pystray.Menu(*stored) if stored else None, enabled=bool(stored)))
+        if state.remote:  # served elsewhere: nothing to load, only to know they are there
+            remote = [item(f"{name} ({host})", None, enabled=False) for name, host in state.remote]
+            items.append(item("Remote models", pystray.Menu(*remote)))
     items += [
         pystray.Menu.SEPARATOR,
         item("Open web chat", _call(act.open_page), enabled=state.up),

@@ -49,6 +49,8 @@ class TrayState:
     line: str
     loaded: tuple[LoadedModel, ...] = ()
     stored: tuple[str, ...] = ()
+    # Upstream models (docs/upstreams.md): their name and the server that runs them.
+    remote: tuple[tuple[str, str], ...] = ()
 
     @property
     def up(self) -> bool:
@@ -77,12 +79,20 @@ def read_state(
     follows the line of a daemon not busy loading or failing."""
     now = now or datetime.now(timezone.utc)
     loaded = tuple(_loaded(m, now) for m in ps)
-    stored = tuple(sorted({bare_name(str(t.get("name", ""))) for t in tags} - {""}))
+    local = [t for t in tags if not t.get("remote_host")]
+    stored = tuple(sorted({bare_name(str(t.get("name", ""))) for t in local} - {""}))
+    remote = tuple(
+        sorted(
+            (bare_name(str(t.get("name", ""))), str(t["remote_host"]))
+            for t in tags
+            if t.get("remote_host")
+        )
+    )
     status, line = _status(health, loaded)
     progress = _batches(batches)
     if progress and status in (Status.GENERATING, Status.RUNNING, Status.IDLE):
         line = f"{line}; {progress}"
-    return TrayState(status, line, loaded, stored)
+    return TrayState(status, line, loaded, stored, remote)
 
 
 def _batches(batches: Sequence[JSON]) -> str:

@@ -8,7 +8,18 @@ import argparse
 import sys
 
 from localserve import __version__
-from localserve.cli import batches, doctor, loaded, models, native, run, serve, service, status
+from localserve.cli import (
+    batches,
+    doctor,
+    loaded,
+    models,
+    native,
+    run,
+    serve,
+    service,
+    status,
+    upstream,
+)
 from localserve.cli.common import Failure
 from localserve.cli.output import (
     EXIT_CODES_HELP,
@@ -41,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_parser(sub)
     native.add_parsers(sub)
     service.add_parsers(sub)
+    upstream.add_parsers(sub)
     return parser
 
 

@@ -58,7 +58,10 @@ def _row(model: JSON) -> tuple[str, str, str, str, str, str]:
     return (
         bare_name(str(model.get("name", ""))),
         output.size(model.get("size")),
-        processor(int(placement.get("gpu_layers") or 0), int(placement.get("layers") or 0)),
+        # An upstream's model (docs/upstreams.md) runs on no processor of this machine.
+        "remote"
+        if ours.get("remote")
+        else processor(int(placement.get("gpu_layers") or 0), int(placement.get("layers") or 0)),
         _device(ours),
         str(ours.get("in_flight", 0)),
         until,

@@ -91,13 +91,21 @@ def list_command(args: argparse.Namespace) -> int:
     rows = [
         (
             bare_name(str(m.get("name", ""))),
-            output.size(m.get("size")),
+            _size(m),
             output.ago(m.get("modified_at")),
         )
         for m in client.tags()
     ]
     output.table(("NAME", "SIZE", "MODIFIED"), rows)
     return OK
+
+
+def _size(model: dict[str, Any]) -> str:
+    """A local model's size; an upstream's model (docs/upstreams.md) takes none here."""
+    remote = (model.get("localserve") or {}).get("remote")
+    if remote:
+        return f"remote: {remote.get('upstream', '?')}"
+    return output.size(model.get("size"))
 
 
 def show_command(args: argparse.Namespace) -> int:

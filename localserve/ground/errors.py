@@ -64,3 +64,12 @@ class EngineStopped(EngineError):
         super().__init__(f"the {device} engine stopped: {cause}")
         self.device = device
         self.cause = cause
+
+
+class UpstreamUnavailable(EngineError):
+    """An upstream server (server/upstream/) that cannot answer now: refused, timed out, cut
+    off, or its breaker open. A 503 that names it, in each face's shape."""
+
+    def __init__(self, name: str, url: str, why: str) -> None:
+        super().__init__(f"upstream '{name}' ({url}) is unavailable: {why}")
+        self.upstream = name

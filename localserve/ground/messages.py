@@ -82,6 +82,7 @@ class Embed(msgspec.Struct, tag=True):
     model: str
     job: int
     inputs: list[list[int]]
+    background: bool = False
 
 
 class Cancel(msgspec.Struct, tag=True):
@@ -134,6 +135,8 @@ class ModelLoad(msgspec.Struct, array_like=True):
     prompt_cache: dict[str, Any] | None = None
     # Draft tokens verified and accepted so far (engine/batching/drafts.py); None: none drafts.
     speculation: dict[str, int] | None = None
+    # Background sequences that yielded their slot to interactive ones (priorities.py).
+    preemptions: int = 0
 
 
 class Step(msgspec.Struct, tag=True):

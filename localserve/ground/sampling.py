@@ -50,6 +50,9 @@ class SamplingParams:
     logit_bias: tuple[tuple[int, float], ...] = ()
     # Draft tokens a step may verify for it (engine/batching/drafts.py); None: --speculative.
     draft_tokens: int | None = None
+    # Its priority class: background work (batches, or a request that asks with `priority` or
+    # X-Priority) yields its slots to interactive work (engine/batching/priorities.py).
+    background: bool = False
 
     @property
     def greedy(self) -> bool:

@@ -47,6 +47,13 @@ def _seconds(raw: Any) -> float:
     return value
 
 
+def _fraction(raw: Any) -> float:
+    value = _seconds(raw)
+    if value > 1:
+        raise ValueError
+    return value
+
+
 def _duration(raw: Any) -> float | None:
     try:
         return parse_keep_alive(raw)
@@ -158,6 +165,7 @@ WHOLE = Kind(_whole, str, "a whole number")
 PORT = Kind(_port, str, "a port between 1 and 65535")
 SECONDS = Kind(_seconds, lambda v: f"{v:g}", "a number of seconds")
 NUMBER = Kind(_seconds, lambda v: f"{v:g}", "a number, 0 or more")
+FRACTION = Kind(_fraction, lambda v: f"{v:g}", "a fraction from 0 to 1")
 DURATION = Kind(_duration, _show_duration, 'a duration like "5m", 0 or -1')
 SIZE = Kind(_size, _show_size, "a size like 512MiB or 4GiB")
 BUDGETS = Kind(

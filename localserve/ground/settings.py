@@ -31,10 +31,12 @@ from typing import Any
 
 import platformdirs
 
+from localserve.ground.host_port import split_host_port
 from localserve.ground.setting_kinds import (
     BUDGETS,
     CAPS,
     DURATION,
+    FRACTION,
     LAYERS,
     LOG_FORMAT,
     NAMES_LIST,
@@ -58,6 +60,7 @@ else:  # pragma: no cover - Python 3.10
 
 APP = "localserve"
 CONFIG_ENV = "LOCALSERVE_CONFIG"
+UPSTREAMS = "upstreams"
 
 
 class ConfigError(ValueError):
@@ -121,6 +124,13 @@ class Settings:
         "draft tokens a greedy request's step may verify, found by prompt lookup (its last "
         "tokens seen earlier in the prompt or answer), while the step has room (0: off; a "
         "request's speculative field or option overrides it)",
+    )
+    # Batches and bulk scripts must not starve, nor hold the editor's requests behind them.
+    background_share: float = setting(
+        0.25,
+        FRACTION,
+        "share of each model's slots that background requests (batches, priority "
+        "background) keep while interactive ones wait; they yield the rest at the next step",
     )
     saved_conversations: int = setting(
         2 << 30,
@@ -245,6 +255,22 @@ class Settings:
     log_prompts: bool = setting(
         False, SWITCH, "put each request's prompt in its log line (never without this)"
     )
+    # Upstreams (config.toml's [upstreams.*], docs/upstreams.md; server/upstream/).
+    upstream_connect_timeout: float = setting(
+        5.0, SECONDS, "seconds to connect to an upstream before the attempt counts as failed"
+    )
+    upstream_first_byte_timeout: float = setting(
+        300.0, SECONDS, "seconds an upstream may take to answer, and between streamed chunks"
+    )
+    upstream_probe_interval: float = setting(
+        30.0, SECONDS, "seconds between probes of each upstream (GET /v1/models)"
+    )
+    upstream_failures: int = setting(
+        3, WHOLE, "failures in a row after which an upstream is down: requests get a 503"
+    )
+    upstream_retry: float = setting(
+        30.0, SECONDS, "seconds an upstream stays down before it is tried again"
+    )
 
     @property
     def url(self) -> str:
@@ -315,11 +341,6 @@ def saved_conversations_dir() -> Path:
     return Path(platformdirs.user_state_dir(APP, appauthor=False)) / "conversations"
 
 
-def batches_dir() -> Path:
-    """Where OpenAI's Batch API keeps its files and jobs (server/batches/)."""
-    return Path(platformdirs.user_state_dir(APP, appauthor=False)) / "batches"
-
-
 OPERATOR_HEADER = "X-Localserve-Operator"
 
 
@@ -344,7 +365,7 @@ def load(
     values: dict[str, Any] = {}
     for given, source in levels:
         raw = dict(given)
-        _split_host_port(raw)
+        split_host_port(raw)
         for key, value in raw.items():
             where = {"environment": f"${ENV[key]}", "flags": flag(key)}.get(source, source)
             values[key] = _convert(key, value, where)
@@ -359,6 +380,7 @@ def _read_file(path: Path) -> dict[str, Any]:
         return {}
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read the config file {path}: {exc}") from exc
+    data.pop(UPSTREAMS, None)  # the upstreams' tables: ground/upstreams.py reads them
     unknown = sorted(set(data) - set(ENV))
     if unknown:
         raise ConfigError(
@@ -373,28 +395,3 @@ def _convert(key: str, raw: Any, source: str) -> Any:
         return kind.parse(raw)
     except (TypeError, ValueError, OverflowError):
         raise ConfigError(f"{source}: {key} must be {kind.noun}, not {raw!r}") from None
-
-
-def _split_host_port(values: dict[str, Any]) -> None:
-    """`LOCALSERVE_HOST=0.0.0.0:8080` (as OLLAMA_HOST allows) sets both; a port given on its
-    own at the same level wins over the one inside the host."""
-    host = values.get("host")
-    if not isinstance(host, str):
-        return
-    for scheme in ("http://", "https://"):
-        if host.startswith(scheme):
-            host = host[len(scheme) :]
-    host = host.rstrip("/")
-    if host.startswith("["):  # [::1]:8080
-        addr, _, rest = host[1:].partition("]")
-        values["host"] = addr
-        if rest.startswith(":") and rest[1:].isdigit():
-            values.setdefault("port", int(rest[1:]))
-        return
-    if host.count(":") == 1:
-        addr, _, port = host.partition(":")
-        if port.isdigit():
-            values["host"] = addr
-            values.setdefault("port", int(port))
-            return
-    values["host"] = host

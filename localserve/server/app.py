@@ -10,6 +10,7 @@ from aiohttp import web
 
 from localserve import __version__
 from localserve.engine.residency.manager import ModelManager
+from localserve.ground.upstreams import UpstreamConfig
 from localserve.server import embeddings, ui
 from localserve.server.admin import api as admin
 from localserve.server.anthropic import api as anthropic
@@ -23,6 +24,9 @@ from localserve.server.ollama import store
 from localserve.server.openai import completions as openai
 from localserve.server.openapi import document as openapi
 from localserve.server.responses import api as responses
+from localserve.server.upstream.forward import UPSTREAMS
+from localserve.server.upstream.gauges import UpstreamGauges
+from localserve.server.upstream.registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +59,12 @@ async def health(request: web.Request) -> web.Response:
             "loading": manager.loading,
             "pulling": list(request.app[store.PULLS].values()),
             "devices": manager.loader.health(),
+            "upstreams": request.app[UPSTREAMS].health(),
         }
     )
 
 
-def build_app(manager: ModelManager) -> web.Application:
+def build_app(manager: ModelManager, upstreams: tuple[UpstreamConfig, ...] = ()) -> web.Application:
     # The guard runs inside the error middleware, so its refusals leave in each face's shape.
     # Outermost, the request's log line: it sees the status the error middleware gave. The
     # connection table's marks a connection busy (and keeps the operator's reserve) first.
@@ -72,11 +77,17 @@ def build_app(manager: ModelManager) -> web.Application:
     app = web.Application(middlewares=middlewares, client_max_size=64 * 1024 * 1024)
     app[MANAGER] = manager
     settings = manager.settings
+    registry = Registry(upstreams, settings)
+    app[UPSTREAMS] = registry
+    app.on_startup.append(registry.start)
+    app.on_cleanup.append(registry.stop)
     guard.install(app, settings)
     connections.install(app, settings)
     request_log.install(app, settings.log_prompts)
     if not settings.no_metrics:
         metrics.install(app)
+        if registry.upstreams:
+            app[metrics.METRICS].registry.register(UpstreamGauges(registry))
     app.router.add_get("/health", health)
     openai.add_routes(app)
     anthropic.add_routes(app)

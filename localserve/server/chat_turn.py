@@ -27,6 +27,7 @@ from localserve.server.chat.pieces import outputs
 from localserve.server.chat.plan import ChatPlan, plan_chat
 from localserve.server.chat.tool_calls import ToolRequest
 from localserve.server.http import request_log
+from localserve.server.http.priority import with_priority
 from localserve.server.http.state import MANAGER
 
 
@@ -143,7 +144,7 @@ async def chat_turn(request: web.Request, ask: ChatAsk) -> AsyncIterator[Turn]:
         check_room(model, ask.params)
         plan = plan_for(model, ask)
         text = plan.render(ask.messages)
-        params = plan.constrain(ask.params)
+        params = with_priority(request, plan.constrain(ask.params))
         budget = ask.thinking_budget if plan.think and plan.thinking_open else None
         async with AsyncExitStack() as stack:
             if budget is None:  # one round trip: the worker tokenizes, checks and queues

@@ -11,8 +11,9 @@ from pathlib import Path
 from aiohttp import web
 
 from localserve.engine.residency.manager import ModelManager
+from localserve.ground import upstreams
 from localserve.ground.errors import EngineError
-from localserve.ground.settings import Settings
+from localserve.ground.settings import Settings, config_path
 from localserve.server.admin.api import SHUTDOWN
 from localserve.server.app import build_app
 from localserve.server.batches import routes as batches
@@ -33,8 +34,20 @@ async def serve(settings: Settings, models: list[str]) -> str:
             "address could use and change it. Set one (--api-key KEY, LOCALSERVE_API_KEY, or "
             "api_key in config.toml), or pass --no-auth to serve it open on purpose"
         )
+    try:
+        remote = upstreams.read(config_path())
+    except upstreams.UpstreamConfigError as exc:
+        raise SystemExit(f"localserve: {exc}") from exc
     manager = ModelManager.for_settings(settings)
-    app = build_app(manager)
+    app = build_app(manager, remote)
+    for up in remote:
+        served = ", ".join(up.models) if up.models is not None else "all it lists"
+        key = f", key from ${up.key_env}" if up.key_env else ""
+        log.info("upstream %s at %s: %s%s", up.name, up.url, served, key)
+        if up.key_env and up.key() is None:
+            log.warning(
+                "upstream %s: $%s is not set: its requests go without a key", up.name, up.key_env
+            )
     stop = asyncio.Event()
     app[SHUTDOWN] = stop
     # Cancelling a handler when its client disconnects is what frees the slot within a step.

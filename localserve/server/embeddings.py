@@ -23,9 +23,12 @@ from aiohttp import web
 from localserve.engine.workers.resident import ResidentModel
 from localserve.ground.errors import BadRequest, ContextOverflow
 from localserve.server.http import validation as v
+from localserve.server.http.priority import is_background
 from localserve.server.http.readers import keep_alive, model_name, read_json
 from localserve.server.http.state import MANAGER
 from localserve.server.ollama.options import window
+from localserve.server.upstream import forward as upstream
+from localserve.server.upstream import ollama as upstream_ollama
 
 
 # Normalization is the face's business: the engine returns raw pooled vectors.
@@ -66,9 +69,12 @@ def _dimensions(body: v.JSON) -> int | None:
 # -- Ollama ----------------------------------------------------------------------------------
 
 
-async def ollama_embed(request: web.Request) -> web.Response:
+async def ollama_embed(request: web.Request) -> web.StreamResponse:
     started = time.monotonic()
     body = await read_json(request)
+    target = upstream.route(request, body)
+    if target is not None:
+        return await upstream_ollama.embed(request, target, body)
     name = model_name(body, accept_name=False)
     texts = _texts(body.get("input", []), "input")
     truncate = v.boolean(body, "truncate", True)
@@ -78,7 +84,7 @@ async def ollama_embed(request: web.Request) -> web.Response:
         load_s = time.monotonic() - started
         ctx = window(model.name, num_ctx, model.info.n_ctx_slot)
         tokens = _fit(await model.encode_texts(texts), ctx, truncate) if texts else []
-        vectors = await model.embed(tokens) if tokens else []
+        vectors = await model.embed(tokens, is_background(request)) if tokens else []
     return web.json_response(
         {
             "model": name,
@@ -99,7 +105,7 @@ async def ollama_embeddings(request: web.Request) -> web.Response:
         if not prompt:
             return web.json_response({"embedding": []})
         tokens = _fit(await model.encode_texts([prompt], "prompt"), model.info.n_ctx_slot, True)
-        (vector,) = await model.embed(tokens)
+        (vector,) = await model.embed(tokens, is_background(request))
     return web.json_response({"embedding": vector.tolist()})
 
 
@@ -135,8 +141,11 @@ def _encode(vec: np.ndarray, encoding: str) -> list[float] | str:
     return floats
 
 
-async def openai_embeddings(request: web.Request) -> web.Response:
+async def openai_embeddings(request: web.Request) -> web.StreamResponse:
     body = await read_json(request)
+    target = upstream.route(request, body)
+    if target is not None:
+        return await upstream.openai(request, target, "embeddings", body)
     name = model_name(body, accept_name=False)
     encoding = v.string(body, "encoding_format") or "float"
     if encoding not in ("float", "base64"):
@@ -144,7 +153,7 @@ async def openai_embeddings(request: web.Request) -> web.Response:
     dimensions = _dimensions(body)
     async with request.app[MANAGER].acquire(name) as model:
         tokens = _fit(await _openai_inputs(model, body.get("input")), model.info.n_ctx_slot, False)
-        vectors = await model.embed(tokens)
+        vectors = await model.embed(tokens, is_background(request))
     data = [
         {
             "object": "embedding",

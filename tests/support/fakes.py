@@ -233,10 +233,12 @@ class LocalRunner:
         if seq is not None:
             self.batcher.cancel(seq)
 
-    async def embed(self, model: str, inputs: list[list[int]]) -> list[np.ndarray]:
+    async def embed(
+        self, model: str, inputs: list[list[int]], background: bool = False
+    ) -> list[np.ndarray]:
         if not isinstance(self.batcher, Embedder):
             raise BadRequest(f"model '{model}' does not support embeddings", "model")
-        job = EmbeddingJob(inputs)
+        job = EmbeddingJob(inputs, background=background)
         self.batcher.submit_embedding(job)
         while not job.complete:
             self.batcher.step()

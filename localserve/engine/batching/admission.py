@@ -49,11 +49,21 @@ class AdmissionQueue(Generic[T]):
     (its first new token), none for an embedding input.
     """
 
-    def __init__(self, model: str, limit: int, n_ctx: int, reserve: int = 0) -> None:
+    def __init__(
+        self,
+        model: str,
+        limit: int,
+        n_ctx: int,
+        reserve: int = 0,
+        background: Callable[[T], bool] = lambda item: False,
+    ) -> None:
         self.model = model
         self.limit = limit
         self.n_ctx = n_ctx
         self.reserve = reserve
+        # An item's priority class (engine/batching/priorities.py): each class has its own
+        # bound, so a flood of background requests never turns an interactive one away.
+        self.background = background
         self._items: deque[T] = deque()
         self._lock = threading.Lock()
 
@@ -71,7 +81,8 @@ class AdmissionQueue(Generic[T]):
             if item.prompt_tokens + self.reserve > self.n_ctx:
                 raise ContextOverflow(item.prompt_tokens, self.n_ctx, field)
         with self._lock:
-            if self._items and len(self._items) + len(items) > self.limit:
+            waiting = self._count(self.background(items[0])) if items else 0
+            if waiting and waiting + len(items) > self.limit:
                 raise QueueFull(self.model, self.limit)
             self._items.extend(items)
 
@@ -81,10 +92,23 @@ class AdmissionQueue(Generic[T]):
 
     # -- from the engine thread --------------------------------------------------------------
 
-    def take(self) -> T | None:
-        """The oldest item, out of the queue; None when nothing waits."""
+    def take(self, background: bool | None = None) -> T | None:
+        """The oldest item (of that priority class, when one is named), out of the queue; None
+        when nothing waits."""
         with self._lock:
-            return self._items.popleft() if self._items else None
+            for item in self._items:
+                if background is None or self.background(item) == background:
+                    self._items.remove(item)
+                    return item
+            return None
+
+    def count(self, background: bool) -> int:
+        """How many items of a priority class wait."""
+        with self._lock:
+            return self._count(background)
+
+    def _count(self, background: bool) -> int:
+        return sum(1 for item in self._items if self.background(item) == background)
 
     def head(self) -> T | None:
         """The oldest item, left in the queue; None when nothing waits."""

@@ -66,6 +66,8 @@ class EmbeddingJob:
     cancelled: bool = False
     # The daemon's name for the job, across a worker's socket.
     id: int = 0
+    # Background jobs (batches) take no turn while interactive generations run or wait.
+    background: bool = False
 
     def __post_init__(self) -> None:
         self.vectors = [None] * len(self.inputs_tokens)

@@ -39,7 +39,10 @@ class EmbeddingLane:
         self.rows = embedding_rows(slots.backend.n_vocab, info.n_embd, info.n_slots, step_tokens)
         # Counted in inputs; a request is always taken when nothing waits, however many it has.
         self.waiting: AdmissionQueue[EmbeddingInput] = AdmissionQueue(
-            info.name, max_waiting * info.n_slots, info.n_ctx_slot
+            info.name,
+            max_waiting * info.n_slots,
+            info.n_ctx_slot,
+            background=lambda item: item.job.background,
         )
         self.running: list[EmbeddingInput] = []
 
@@ -56,6 +59,13 @@ class EmbeddingLane:
 
     def has_work(self) -> bool:
         return bool(self.running or self.waiting)
+
+    @property
+    def background_only(self) -> bool:
+        """Whether every input running or waiting belongs to a background job."""
+        return not self.waiting.count(background=False) and all(
+            item.job.background for item in self.running
+        )
 
     def step(self) -> StepResult:
         result = StepResult()

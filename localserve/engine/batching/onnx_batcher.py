@@ -44,6 +44,7 @@ from localserve.engine.batching.outputs import (
     drain,
     end_sequence,
 )
+from localserve.engine.batching.priorities import is_background
 from localserve.engine.batching.sequence import Delta, Sequence, Status
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ class OnnxBatcher:
         self.continuous = backend.continuous
         info = backend.info
         self.waiting: AdmissionQueue[Sequence] = AdmissionQueue(
-            info.name, policy.max_waiting, info.n_ctx_slot, reserve=1
+            info.name, policy.max_waiting, info.n_ctx_slot, reserve=1, background=is_background
         )
         self.running: list[Sequence] = []
         self._engine_ready = False
@@ -155,9 +156,13 @@ class OnnxBatcher:
         self._arm_timer()
         return StepResult(outbox)
 
+    def _next(self) -> Sequence | None:
+        """Interactive requests first; nothing is preempted here (see priorities)."""
+        return self.waiting.take(background=False) or self.waiting.take()
+
     def _start(self, outbox: Outbox) -> None:
         started = 0
-        while len(self.running) < self.max_batch_size and (seq := self.waiting.take()) is not None:
+        while len(self.running) < self.max_batch_size and (seq := self._next()) is not None:
             # A sequence that rejoins after a regroup continues from what it generated.
             tokens = seq.prompt + seq.generated
             try:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 
 from localserve.backends.base import EmbeddingBackend, SlotBackend
+from localserve.engine.batching import priorities
 from localserve.engine.batching.admission import AdmissionQueue, Cancellable
 from localserve.engine.batching.drafts import Drafter, StepCost, plan_drafts
 from localserve.engine.batching.embedding import EmbeddingJob
@@ -51,14 +52,17 @@ class Scheduler:
         step_tokens: int = 512,
         prompt_cache: PromptCache | None = None,
         draft_tokens: int = 0,
+        background_share: float = 0.25,
     ) -> None:
         info = backend.info
         self.backend = backend
         self.step_tokens = max(step_tokens, info.n_slots)
         # A prompt must leave a slot room for its first new token.
         self.waiting: AdmissionQueue[Sequence] = AdmissionQueue(
-            info.name, max_waiting, info.n_ctx_slot, reserve=1
+            info.name, max_waiting, info.n_ctx_slot, reserve=1, background=priorities.is_background
         )
+        self.guaranteed = priorities.guaranteed_slots(background_share, info.n_slots)
+        self.preemptions = 0
         self.running: list[Sequence] = []
         self.slots = Slots(backend, prompt_cache)
         self._wake: Callable[[], None] = lambda: None
@@ -125,6 +129,8 @@ class Scheduler:
         lane = self.embeddings
         if lane is not None and lane.has_work():
             generating = bool(self.running or self.waiting)
+            if lane.background_only and priorities.interactive(self.running, self.waiting):
+                return StepResult(self._generation_step())
             if self._embedding_turn or not generating:
                 self._embedding_turn = False
                 return lane.step()
@@ -135,6 +141,7 @@ class Scheduler:
         """Plan one forward pass, run it, and return what each sequence produced."""
         outbox: Outbox = []
         self._reap_cancelled()
+        self._make_room()
         self._admit(outbox)
         plan, seqs = self._plan()
         if not plan.chunks:
@@ -166,23 +173,39 @@ class Scheduler:
         if self.embeddings is not None:
             self.embeddings.waiting.reap()
 
+    def _make_room(self) -> None:
+        """Preempt background sequences for the interactive ones waiting (see priorities)."""
+        waiting = self.waiting.count(background=False)
+        if not waiting:
+            return
+        for seq in priorities.victims(self.running, waiting, len(self.slots.free), self.guaranteed):
+            assert seq.slot is not None
+            self.backend.seq_end(seq.slot)
+            self.slots.put_back(seq.slot, seq.held)
+            self.running.remove(seq)
+            seq.preempt()
+            self.waiting.put_back([seq])
+            self.preemptions += 1
+
     def _admit(self, outbox: Outbox) -> None:
-        while self.slots.free and (seq := self.waiting.take()) is not None:
+        while self.slots.free and (seq := priorities.next_waiting(self)) is not None:
             try:
-                slot, reuse = self.slots.take(seq.prompt, self.running, len(self.waiting))
+                slot, reuse = self.slots.take(seq.context, self.running, len(self.waiting))
             except Exception as exc:  # the slot went back; only this request fails
                 self._fail_start(seq, exc, outbox)
                 continue
             try:
-                self.backend.seq_start(slot, seq.params, seq.prompt)
+                self.backend.seq_start(slot, seq.params, seq.context)
             except Exception as exc:
                 self.slots.put_back(slot, None)
                 self._fail_start(seq, exc, outbox)
                 continue
             seq.slot = slot
-            seq.n_prefilled = seq.cached_tokens = reuse
+            seq.n_prefilled = reuse
+            if not seq.resumed_at:  # a resumed sequence's usage counts its first start
+                seq.cached_tokens = reuse
+                seq.queued_s = time.monotonic() - seq.created_at
             seq.status = Status.RUNNING
-            seq.queued_s = time.monotonic() - seq.created_at
             self.running.append(seq)
 
     def _fail_start(self, seq: Sequence, exc: Exception, outbox: Outbox) -> None:
@@ -215,23 +238,25 @@ class Scheduler:
             budget = min(budget, PREFILL_TOKENS_WHILE_DECODING)
         prefilling = sorted(
             (s for s in self.running if not s.prefill_done),
-            key=lambda s: (s.prefill_deferrals < MAX_DEFERRALS, len(s.prompt) - s.n_prefilled),
+            key=lambda s: (s.params.background, s.prefill_deferrals < MAX_DEFERRALS, s.to_prefill),
         )
-        first_tokens = 0
+        first_tokens = interactive = 0
         for seq in prefilling:
-            if budget <= 0:
+            # Background prompts wait while an interactive one prefills: its first token sooner.
+            if budget <= 0 or (seq.params.background and interactive):
                 break
             assert seq.slot is not None
             start = seq.n_prefilled
-            take = min(len(seq.prompt) - start, budget)
+            take = min(len(seq.context) - start, budget)
             if _defer(seq, take, first_tokens, decoding):
                 seq.prefill_deferrals += 1
                 continue
-            last = start + take == len(seq.prompt)
-            plan.chunks.append(StepChunk(seq.slot, seq.prompt[start : start + take], start, last))
+            last = start + take == len(seq.context)
+            plan.chunks.append(StepChunk(seq.slot, seq.context[start : start + take], start, last))
             seqs.append(seq)
             budget -= take
             first_tokens += last
+            interactive += not seq.params.background
         # llama.cpp splits a batch over per-slot KV streams into micro-batches of consecutive
         # sequence ids; out-of-order slots made it run one micro-batch per token (2x slower).
         order = sorted(range(len(seqs)), key=lambda i: plan.chunks[i].slot)
@@ -347,10 +372,7 @@ class Scheduler:
         slot = seq.slot
         if slot is not None:
             self.backend.seq_end(slot)
-            # The last sampled token was never run, so its cell is not in the cache.
-            decoded = seq.generated[:-1] if seq.prefill_done else []
-            held = seq.prompt[: seq.n_prefilled] + decoded if kv_valid else None
-            self.slots.put_back(slot, held)
+            self.slots.put_back(slot, seq.held if kv_valid else None)
             seq.slot = None
         seq.status = Status.FINISHED
         self.running.remove(seq)

@@ -42,6 +42,10 @@ class Sequence:
     def __init__(self, prompt: list[int], params: SamplingParams, max_new_tokens: int) -> None:
         self.id = next(_ids)
         self.prompt = prompt
+        # What the slot must hold before the next token is sampled: the prompt, and after a
+        # preemption also what was generated before it (its first `resumed_at` tokens).
+        self.context = prompt
+        self.resumed_at = 0
         self.params = params
         self.max_new_tokens = max_new_tokens
         self.status = Status.WAITING
@@ -79,11 +83,31 @@ class Sequence:
     @property
     def position(self) -> int:
         """Where the next token goes in this sequence's KV range."""
-        return self.n_prefilled + max(0, len(self.generated) - 1)
+        return self.n_prefilled + max(0, len(self.generated) - self.resumed_at - 1)
 
     @property
     def prefill_done(self) -> bool:
-        return self.n_prefilled >= len(self.prompt)
+        return self.n_prefilled >= len(self.context)
+
+    @property
+    def to_prefill(self) -> int:
+        return len(self.context) - self.n_prefilled
+
+    @property
+    def held(self) -> list[int]:
+        """The tokens whose cells its slot holds (the last sampled token has not run yet)."""
+        decoded = self.generated[self.resumed_at : -1] if self.prefill_done else []
+        return self.context[: self.n_prefilled] + decoded
+
+    def preempt(self) -> None:
+        """Back to waiting, keeping what it generated: it resumes by prefilling its context,
+        now holding those tokens too, most of it restored from the prompt cache."""
+        if self.prefill_done:
+            self.context = self.prompt + self.generated
+            self.resumed_at = len(self.generated)
+        self.slot = None
+        self.n_prefilled = 0
+        self.status = Status.WAITING
 
     def mark_cancelled(self) -> None:
         """End a cancelled sequence, whose client has left: nothing more is delivered."""

@@ -153,7 +153,7 @@ class Slots:
             if n > copied:
                 source, copied = other, n
         for seq in running:
-            n = common_prefix(seq.prompt[: seq.n_prefilled], prompt)
+            n = common_prefix(seq.context[: seq.n_prefilled], prompt)
             if n > copied and seq.slot is not None:
                 source, copied = seq.slot, n
         entry, saved = self.cache.longest_prefix(prompt) if self.cache is not None else (None, 0)

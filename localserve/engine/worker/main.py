@@ -111,6 +111,7 @@ class ResidentBatcher:
             batcher.busy,
             cache.stats() if cache is not None else None,
             speculation() if speculation is not None else None,
+            getattr(batcher, "preemptions", 0),
         )
         self.worker.conn.send(m.Step(self.name, outputs, load))
         for job, error in result.embedded:
@@ -258,8 +259,7 @@ class Worker:
         resident = self._model(message.model)
         if not isinstance(resident.batcher, Embedder):
             raise BadRequest(f"model '{message.model}' does not support embeddings", "model")
-        job = EmbeddingJob(message.inputs)
-        job.id = message.job
+        job = EmbeddingJob(message.inputs, id=message.job, background=message.background)
         with self._lock:
             self._jobs[(message.model, job.id)] = job
         try:

@@ -74,6 +74,7 @@ def _load_gguf(s: Settings, load: m.Load) -> Built:
         step_tokens=s.step_tokens,
         prompt_cache=cache,
         draft_tokens=s.speculative,
+        background_share=s.background_share,
     )
     # What llama.cpp says it allocated, from its own "buffer size" log lines.
     return Built(backend, scheduler, backend.buffers)

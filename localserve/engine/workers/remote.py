@@ -87,12 +87,16 @@ class RemoteRunner:
         if self.sequences.pop(stream.id, None) is not None:
             self.worker.tell(m.Cancel(self.name, seq=stream.id))
 
-    async def embed(self, model: str, inputs: list[list[int]]) -> list[np.ndarray]:
+    async def embed(
+        self, model: str, inputs: list[list[int]], background: bool = False
+    ) -> list[np.ndarray]:
         job = next(_jobs)
         future: asyncio.Future[list[np.ndarray]] = asyncio.get_running_loop().create_future()
         self.jobs[job] = future
         try:
-            await asyncio.wrap_future(self.worker.send(m.Embed(0, self.name, job, inputs)))
+            await asyncio.wrap_future(
+                self.worker.send(m.Embed(0, self.name, job, inputs, background))
+            )
             return await future
         finally:
             if self.jobs.pop(job, None) is not None:  # the client left before the vectors came
@@ -105,6 +109,7 @@ class RemoteRunner:
             "running": load.running,
             "prompt_cache": load.prompt_cache,
             "speculation": load.speculation,
+            "preemptions": load.preemptions,
             "batch_sizes": dict(self.batch_sizes),
         }
 

@@ -146,9 +146,9 @@ class ResidentModel:
             if not stream.finished:
                 self.runner.cancel(stream)
 
-    async def embed(self, inputs: list[list[int]]) -> list[np.ndarray]:
+    async def embed(self, inputs: list[list[int]], background: bool = False) -> list[np.ndarray]:
         """One raw (unnormalized) vector per input, pooled the model's way.
 
         The inputs run in the model's batcher, sharing decode calls with other requests.
         """
-        return await self.runner.embed(self.name, inputs)
+        return await self.runner.embed(self.name, inputs, background)

@@ -47,8 +47,11 @@ class Runner(Protocol):
 
     def cancel(self, stream: RequestStream) -> None: ...
 
-    async def embed(self, model: str, inputs: list[list[int]]) -> list[np.ndarray]:
-        """One raw vector per input; a client that leaves frees the inputs' slots."""
+    async def embed(
+        self, model: str, inputs: list[list[int]], background: bool = False
+    ) -> list[np.ndarray]:
+        """One raw vector per input; a client that leaves frees the inputs' slots. Background
+        inputs wait while interactive generations run (engine/batching/priorities.py)."""
         ...
 
     def stats(self) -> dict[str, Any]:

@@ -20,6 +20,8 @@ from localserve.server.http.errors import Refused
 from localserve.server.http.guard import GUARD, OPERATOR
 from localserve.server.http.readers import keep_alive, model_name, read_json
 from localserve.server.http.state import MANAGER
+from localserve.server.upstream import listing
+from localserve.server.upstream.forward import UPSTREAMS
 from localserve.store.library import Library
 from localserve.store.resolve import looks_like_path
 
@@ -109,8 +111,17 @@ async def ps(request: web.Request) -> web.Response:
                 describe(m, manager.load_counts.get(m.name, 0), digest)
                 for m, digest in zip(models, digests)
             ]
+            + await _remote_in_flight(request)
         }
     )
+
+
+async def _remote_in_flight(request: web.Request) -> list[dict[str, Any]]:
+    """Upstream models while a request to one is in flight (server/upstream/listing.py)."""
+    registry = request.app.get(UPSTREAMS)
+    if registry is None or not any(u.in_flight for u in registry.upstreams):
+        return []
+    return listing.ollama_ps(request, await listing.local_names(request))
 
 
 async def stats(request: web.Request) -> web.Response:

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import platformdirs
 from aiohttp import web
 
 from localserve.ground.errors import BadRequest
-from localserve.ground.settings import OPERATOR_HEADER, Settings, batches_dir
+from localserve.ground.settings import APP, OPERATOR_HEADER, Settings
 from localserve.server.batches import upload
 from localserve.server.batches.files import BATCH, FileStore
 from localserve.server.batches.gauges import BatchGauges
@@ -41,6 +43,11 @@ class Batches:
 
 
 BATCHES = web.AppKey("batches", Batches)
+
+
+def batches_dir() -> Path:
+    """The state folder's `batches/`, beside the saved conversations (ground/settings.py)."""
+    return Path(platformdirs.user_state_dir(APP, appauthor=False)) / "batches"
 
 
 def install(app: web.Application, settings: Settings) -> None:

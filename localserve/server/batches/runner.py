@@ -276,7 +276,10 @@ class Runner:
         assert self._session is not None
         if fresh:
             headers = {**headers, "Connection": "close"}
-        async with self._session.post(self._url + line.url, json=line.body, headers=headers) as r:
+        body = line.body
+        if "priority" in body:  # the body's field wins the header: a batch stays background
+            body = {**body, "priority": "background"}
+        async with self._session.post(self._url + line.url, json=body, headers=headers) as r:
             return r.status, r.headers.get("X-Request-Id", headers["X-Request-Id"]), await r.read()
 
     async def _record(self, job: Job, entry: dict[str, Any], failed: bool) -> None:

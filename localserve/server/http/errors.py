@@ -23,6 +23,7 @@ from localserve.ground.errors import (
     ModelBusy,
     ModelNotFound,
     QueueFull,
+    UpstreamUnavailable,
 )
 from localserve.store.hub import PullError
 from localserve.store.importer import OutsideRoots
@@ -75,6 +76,8 @@ def classify(exc: BaseException) -> HttpError:
     if isinstance(exc, EngineStopped):
         # The next request restarts the engine: a client may retry.
         return HttpError(503, msg, "server_error", code="engine_stopped")
+    if isinstance(exc, UpstreamUnavailable):
+        return HttpError(503, msg, "server_error", param="model", code="upstream_unavailable")
     if isinstance(exc, ModelBusy):
         return HttpError(503, msg, "server_error", code="model_busy")
     if isinstance(exc, DoesNotFit):

@@ -157,8 +157,14 @@ class _Live:
             "Share of draft tokens the model kept, since it loaded",
             labels=["model"],
         )
+        preempted = CounterMetricFamily(
+            "localserve_preemptions",
+            "Background sequences that yielded their slot to interactive ones",
+            labels=["model"],
+        )
         for model in manager.models:
             stats = model.runner.stats()
+            preempted.add_metric([model.name], stats.get("preemptions", 0))
             running.add_metric([model.name], stats["running"])
             waiting.add_metric([model.name], stats["queued"])
             sizes = stats.get("batch_sizes") or {}
@@ -178,7 +184,7 @@ class _Live:
                 accepted.add_metric([model.name], spec["accepted"])
                 acceptance.add_metric([model.name], spec["accepted"] / max(1, spec["drafted"]))
         yield from (running, waiting, batch, hits, restored, cache_bytes)
-        yield from (drafted, accepted, acceptance)
+        yield from (drafted, accepted, acceptance, preempted)
         yield from self._residency()
         yield from self._pools()
         yield from self._workers()

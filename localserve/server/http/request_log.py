@@ -31,6 +31,7 @@ from localserve.engine.workers.resident import ResidentModel
 from localserve.engine.workers.stream import RequestStream
 from localserve.ground.sampling import SamplingParams
 from localserve.server.http.metrics import METRICS
+from localserve.server.http.priority import with_priority
 from localserve.server.http.readers import BODY
 from localserve.server.http.record import CLIENT_LEFT, Record
 
@@ -148,6 +149,7 @@ async def generation(
     """`model.generation` (of tokens, or of a rendered prompt's text), with the stream kept on
     the request's record for the log line and the metrics (every face generates through
     here)."""
+    params = with_priority(request, params)
     async with model.generation(prompt, params, prompt_field, want_tokens) as seq:
         record = record_of(request)
         if record is not None:

@@ -28,7 +28,13 @@ from localserve.server.chat.plan import ChatPlan, plan_chat
 from localserve.server.chat.tool_calls import read_tools
 from localserve.server.http import request_log
 from localserve.server.http import validation as v
-from localserve.server.http.readers import chat_messages, keep_alive, model_name, read_json
+from localserve.server.http.readers import (
+    BODY,
+    chat_messages,
+    keep_alive,
+    model_name,
+    read_json,
+)
 from localserve.server.http.state import MANAGER
 from localserve.server.ollama import template as ollama_template
 from localserve.server.ollama.options import (
@@ -38,6 +44,8 @@ from localserve.server.ollama.options import (
     options_from,
     window,
 )
+from localserve.server.upstream import forward as upstream
+from localserve.server.upstream import ollama as upstream_ollama
 
 # What /api/version reports: the Ollama API level this face speaks (tools check it to enable
 # /api/embed and load/unload by keep_alive; Codex wants 0.13.4 or later for /v1/responses), not
@@ -254,10 +262,16 @@ async def _send(response: web.StreamResponse, obj: dict[str, Any]) -> None:
 
 
 async def generate(request: web.Request) -> web.StreamResponse:
+    target = upstream.route(request, await read_json(request))
+    if target is not None:
+        return await upstream_ollama.forward(request, target, request[BODY], chat=False)
     return await OllamaGeneration(request, chat=False).run()
 
 
 async def chat(request: web.Request) -> web.StreamResponse:
+    target = upstream.route(request, await read_json(request))
+    if target is not None:
+        return await upstream_ollama.forward(request, target, request[BODY], chat=True)
     return await OllamaGeneration(request, chat=True).run()
 
 

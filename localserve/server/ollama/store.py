@@ -26,6 +26,8 @@ from localserve.server.http.errors import classify
 from localserve.server.http.guard import OPERATOR
 from localserve.server.http.readers import model_name, read_json
 from localserve.server.http.state import MANAGER, context_length, model_library
+from localserve.server.upstream import forward as upstream
+from localserve.server.upstream import listing
 from localserve.store.hub import looks_like_ref, parse_ref
 from localserve.store.importer import Roots, import_model, scan
 from localserve.store.library import Library
@@ -78,6 +80,8 @@ async def tags(request: web.Request) -> web.Response:
         }
         for m, digest in await _off_loop(listed)
     ]
+    local = [str(m["name"]) for m in models]
+    models += [listing.ollama_tag(r) for r in listing.routes(request, local)]
     return web.json_response({"models": models})
 
 
@@ -118,6 +122,9 @@ def _where(request: web.Request, name: str) -> dict[str, Any] | None:
 async def show(request: web.Request) -> web.Response:
     body = await read_json(request)
     name = model_name(body)
+    target = upstream.route(request, {"model": name})
+    if target is not None:
+        return web.json_response(listing.ollama_show(target))
     loaded = request.app[MANAGER].get(name)
     served = None if loaded is None else ModelRef(loaded.name, loaded.info.path, loaded.info.format)
     manifest, facts = await _off_loop(model_library(request).show, name, served)

@@ -22,9 +22,17 @@ from localserve.server.chat.tool_calls import read_tools
 from localserve.server.chat_turn import check_room
 from localserve.server.http import request_log
 from localserve.server.http import validation as v
-from localserve.server.http.readers import chat_messages, keep_alive, model_name, read_json
+from localserve.server.http.readers import (
+    BODY,
+    chat_messages,
+    keep_alive,
+    model_name,
+    read_json,
+)
 from localserve.server.http.state import MANAGER, context_length, model_library
 from localserve.server.http.streaming import open_sse, send_done, send_event
+from localserve.server.upstream import forward as upstream
+from localserve.server.upstream import listing
 
 
 def sampling_from(body: v.JSON) -> SamplingParams:
@@ -256,10 +264,16 @@ class Generation:
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
+    target = upstream.route(request, await read_json(request))
+    if target is not None:
+        return await upstream.openai(request, target, "chat/completions", request[BODY])
     return await Generation(request, chat=True).run()
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
+    target = upstream.route(request, await read_json(request))
+    if target is not None:
+        return await upstream.openai(request, target, "completions", request[BODY])
     return await Generation(request, chat=False).run()
 
 
@@ -291,9 +305,9 @@ async def _created(request: web.Request) -> dict[str, int]:
 
 
 async def list_models(request: web.Request) -> web.Response:
-    data = [
-        model_entry(request, name, ts) for name, ts in sorted((await _created(request)).items())
-    ]
+    created = await _created(request)
+    data = [model_entry(request, name, ts) for name, ts in sorted(created.items())]
+    data += [listing.openai_entry(r) for r in listing.routes(request, created)]
     first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
     return web.json_response(
         {"object": "list", "data": data, "has_more": False, "first_id": first, "last_id": last}
@@ -305,6 +319,9 @@ async def get_model(request: web.Request) -> web.Response:
     created = await _created(request)
     found = created.get(name, created.get(name.removesuffix(":latest")))
     if found is None:
+        remote = [r for r in listing.routes(request, created) if r.name == name]
+        if remote:
+            return web.json_response(listing.openai_entry(remote[0]))
         raise ModelNotFound(name)
     return web.json_response(model_entry(request, name.removesuffix(":latest"), found))
 

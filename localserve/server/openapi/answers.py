@@ -84,10 +84,15 @@ LOADED = fixed(
         "size_vram": NAT,
         "digest": STRING,
         "expires_at": STRING,
-        "context_length": NAT,
+        # An upstream model's (server/upstream/listing.py): null where its server reports none.
+        "context_length": nullable(NAT),
         "details": DETAILS,
+        "remote_model": STRING,
+        "remote_host": STRING,
         "localserve": FREE_OBJECT,
-    }
+    },
+    "remote_model",
+    "remote_host",
 )
 OLLAMA_MESSAGE = fixed(
     {
@@ -168,11 +173,13 @@ ANSWERS: dict[str, Schema] = {
             "object": {"const": "model"},
             "created": INT,
             "owned_by": STRING,
-            "context_length": NAT,
+            "context_length": nullable(NAT),
             "type": {"const": "model"},
             "display_name": STRING,
             "created_at": STRING,
-        }
+            "remote": FREE_OBJECT,
+        },
+        "remote",
     ),
     "OpenAIEmbeddings": fixed(
         {
@@ -246,7 +253,13 @@ ANSWERS: dict[str, Schema] = {
                         "size": NAT,
                         "digest": STRING,
                         "details": DETAILS,
-                    }
+                        "remote_model": STRING,
+                        "remote_host": STRING,
+                        "localserve": FREE_OBJECT,
+                    },
+                    "remote_model",
+                    "remote_host",
+                    "localserve",
                 )
             )
         }
@@ -261,8 +274,12 @@ ANSWERS: dict[str, Schema] = {
             "model_info": FREE_OBJECT,
             "capabilities": array(STRING),
             "modified_at": STRING,
+            "remote_model": STRING,
+            "remote_host": STRING,
             "localserve": FREE_OBJECT,
-        }
+        },
+        "remote_model",
+        "remote_host",
     ),
     "Status": fixed({"status": STRING}),
     "Imported": fixed(
@@ -327,6 +344,21 @@ ANSWERS: dict[str, Schema] = {
                     "sent",
                 ),
             },
+            "upstreams": array(
+                fixed(
+                    {
+                        "name": STRING,
+                        "url": STRING,
+                        "state": {"enum": ["up", "down", "retrying"]},
+                        "breaker": {"enum": ["closed", "open", "half_open"]},
+                        "failures": NAT,
+                        "last_error": nullable(STRING),
+                        "retry_in_s": {"type": "number", "minimum": 0},
+                        "models": array(STRING),
+                        "in_flight": NAT,
+                    }
+                )
+            ),
         }
     ),
     # One server-sent event (how schemathesis and OpenAPI 3.2's itemSchema read a stream).

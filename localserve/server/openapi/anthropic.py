@@ -5,7 +5,7 @@ are not listed; a body with an unknown field is a 400."""
 from __future__ import annotations
 
 from localserve.server.http.validation import MAX_STOP_CHARS, MAX_STOPS
-from localserve.server.openapi.fields import MODEL, SPECULATIVE
+from localserve.server.openapi.fields import MODEL, PRIORITY, SPECULATIVE
 from localserve.server.openapi.shapes import (
     FREE_OBJECT,
     NAT,
@@ -134,6 +134,7 @@ MESSAGES_REQUEST = obj(
         "top_k": integer(0, 1 << 20, 40),
         "stream": boolean(False),
         "speculative": SPECULATIVE,
+        "priority": PRIORITY,
         "metadata": nullable({**FREE_OBJECT, "description": "accepted; no effect here"}),
         **{
             key: text("accepted; no effect here")

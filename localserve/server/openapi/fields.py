@@ -133,6 +133,11 @@ SPECULATIVE = one_of(
     description="draft tokens a step may verify for a greedy request (prompt lookup): a count, "
     "false for none, true or null for the server's --speculative",
 )
+PRIORITY = {
+    "enum": ["interactive", "background", None],
+    "description": "interactive (the default) or background: background requests yield their "
+    "slots to interactive ones (the X-Priority header says the same; this field wins)",
+}
 
 # OpenAI's sampling fields, with llama.cpp's top_k, min_p and repeat_penalty.
 OPENAI_SAMPLING = {
@@ -160,6 +165,7 @@ OPENAI_SAMPLING = {
     "stream_options": nullable(obj({"include_usage": boolean(False)})),
     "keep_alive": KEEP_ALIVE,
     "speculative": SPECULATIVE,
+    "priority": PRIORITY,
 }
 OLLAMA_OPTIONS = nullable(
     obj(
@@ -196,4 +202,5 @@ OLLAMA_COMMON = {
     "options": OLLAMA_OPTIONS,
     "think": THINK,
     "keep_alive": KEEP_ALIVE,
+    "priority": PRIORITY,
 }

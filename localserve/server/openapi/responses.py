@@ -4,7 +4,7 @@ body with an unknown field is a 400."""
 
 from __future__ import annotations
 
-from localserve.server.openapi.fields import MODEL, SPECULATIVE
+from localserve.server.openapi.fields import MODEL, PRIORITY, SPECULATIVE
 from localserve.server.openapi.shapes import (
     FREE_OBJECT,
     INT,
@@ -115,6 +115,7 @@ RESPONSES_REQUEST = obj(
         "parallel_tool_calls": boolean(True),
         "max_output_tokens": integer(1, 1 << 30, doc="at most a slot's context"),
         "speculative": SPECULATIVE,
+        "priority": PRIORITY,
         "temperature": number(0, 2, 0.8),
         "top_p": number(0, 1, 0.95),
         "text": nullable(

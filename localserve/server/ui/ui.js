@@ -192,6 +192,8 @@ async function refreshModels() {
   }));
   $("#stored tbody").replaceChildren(...tags.models.map((m) => {
     const name = bare(m.name);
+    // An upstream's model (docs/upstreams.md) runs on its server: nothing here to load.
+    if (m.remote_host) return row([name, "remote: " + m.remote_host, m.details?.parameter_size || "–"], []);
     const load = loaded.has(name) ? [] : [button("Load", () => api("POST", "/api/admin/load", { model: name }), name)];
     return row([name, size(m.size), m.details?.parameter_size || "–"], load);
   }));

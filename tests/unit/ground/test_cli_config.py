@@ -104,6 +104,7 @@ def test_every_setting_is_read_from_flags_environment_and_file_in_that_order(tmp
         "allowed_hosts": ("a", "b", "c"),
         "origins": ("a", "b", "c"),
         "import_roots": ("/a", "/b", "/c"),
+        "background_share": (0.1, 0.2, 0.3),
     }
     two_valued = {"log_format": ("json", "text")}
     for name in NAMES:

@@ -97,3 +97,10 @@ def test_running_batches_show_their_progress_after_the_line() -> None:
     assert read_state(UP, [], [], NOW, batches=ended).line == "Idle: no models loaded"
     loading = read_state({**UP, "loading": ["gemma3"]}, [], [], NOW, batches=one)
     assert loading.line == "Loading gemma3..."
+
+
+def test_an_upstreams_models_are_listed_as_remote_and_not_offered_to_load() -> None:
+    tags = [{"name": "a:latest"}, {"name": "big:latest", "remote_host": "http://gpu-box:8000/v1"}]
+    state = read_state(UP, [], tags, NOW)
+    assert state.stored == ("a",)
+    assert state.remote == (("big", "http://gpu-box:8000/v1"),)

@@ -58,5 +58,5 @@ class _Running:
 
     def __init__(self, slot: int) -> None:
         self.slot = slot
-        self.prompt: list[int] = []
+        self.context: list[int] = []
         self.n_prefilled = 0

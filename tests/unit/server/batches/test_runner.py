@@ -28,9 +28,11 @@ class Endpoint:
         self.in_flight = 0
         self.most_in_flight = 0
         self.busy_once: set[str] = set()
+        self.priorities: list[str | None] = []
 
     async def embed(self, request: web.Request) -> web.Response:
         body = await request.json()
+        self.priorities.append(body.get("priority"))
         self.headers.append({k.lower(): v for k, v in request.headers.items()})
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
@@ -70,7 +72,8 @@ def batch_input(files: FileStore, lines: list[tuple[str, str, str]]) -> str:
                     "custom_id": cid,
                     "method": "POST",
                     "url": "/v1/embeddings",
-                    "body": {"model": model, "input": text},
+                    "body": {"model": model, "input": text}
+                    | ({"priority": "interactive"} if cid == "pushy" else {}),
                 }
             ).encode()
             + b"\n"
@@ -98,7 +101,7 @@ async def until_ended(jobs: JobStore, job_id: str) -> None:
 def test_lines_run_at_background_priority_a_few_at_a_time(tmp_path: Path) -> None:
     files, jobs = FileStore(tmp_path / "files", 10, 0.0), JobStore(tmp_path / "jobs")
     lines = [(f"l{i}", "m", f"text {i}") for i in range(20)]
-    lines += [("nope", "other", "x"), ("busy", "m", "busy")]
+    lines += [("nope", "other", "x"), ("busy", "m", "busy"), ("pushy", "m", "x")]
     file_id = batch_input(files, lines)
     endpoint = Endpoint()
 
@@ -113,7 +116,9 @@ def test_lines_run_at_background_priority_a_few_at_a_time(tmp_path: Path) -> Non
 
     asyncio.run(main())
     (job,) = jobs.all()
-    assert job.status == COMPLETED and (job.total, job.completed, job.failed) == (22, 21, 1)
+    assert job.status == COMPLETED and (job.total, job.completed, job.failed) == (23, 22, 1)
+    # A body's own priority would win the header: it is made background too.
+    assert set(endpoint.priorities) == {None, "background"}
     assert 1 < endpoint.most_in_flight <= LINES_IN_FLIGHT
     assert all(h["x-priority"] == "background" for h in endpoint.headers)
     assert all(h["x-localserve-operator"] == "token" for h in endpoint.headers)

@@ -1,0 +1,82 @@
+"""Priority classes: interactive requests (chat, the CLI, the tray, FIM: the default) go before
+background ones (batches, and requests that ask with `priority` or X-Priority).
+
+A free slot goes to the oldest interactive request first. When one waits and every slot is busy,
+background sequences beyond their guaranteed share are preempted at the step boundary: their
+cells stay in the slot, then go to the prompt cache when the slot is reused, and the sequence
+resumes from there without losing a token (Sequence.preempt). The share (--background-share)
+keeps background work progressing under a steady interactive load. Ollama, LM Studio and
+llama.cpp's server serve first come, first served: a script's 500 prompts hold the editor's
+completion behind them.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from localserve.engine.batching.admission import AdmissionQueue
+from localserve.engine.batching.sequence import Sequence
+
+
+class Batch(Protocol):
+    """What these rules read of a scheduler."""
+
+    running: list[Sequence]
+    waiting: AdmissionQueue[Sequence]
+    guaranteed: int
+
+
+def is_background(seq: Sequence) -> bool:
+    return seq.params.background
+
+
+def guaranteed_slots(share: float, n_slots: int) -> int:
+    """The slots background work keeps while interactive work waits: the share, rounded down
+    (with one slot, interactive work may take it, and background work resumes after)."""
+    return int(share * n_slots)
+
+
+def next_class(
+    interactive_waiting: int, background_waiting: int, background_running: int, guaranteed: int
+) -> bool | None:
+    """Which class a free slot goes to: True for background, False for interactive, None when
+    nothing waits."""
+    if background_waiting and background_running < guaranteed:
+        return True
+    if interactive_waiting:
+        return False
+    return True if background_waiting else None
+
+
+def next_waiting(batch: Batch) -> Sequence | None:
+    """The waiting sequence a free slot goes to, out of the queue; None when none waits."""
+    background = next_class(
+        batch.waiting.count(background=False),
+        batch.waiting.count(background=True),
+        sum(s.params.background for s in batch.running),
+        batch.guaranteed,
+    )
+    return None if background is None else batch.waiting.take(background)
+
+
+def interactive(running: list[Sequence], waiting: AdmissionQueue[Sequence]) -> bool:
+    """Whether interactive generations run or wait (background embeddings then yield)."""
+    return any(not s.params.background for s in running) or bool(waiting.count(background=False))
+
+
+def victims(
+    running: list[Sequence], interactive_waiting: int, free_slots: int, guaranteed: int
+) -> list[Sequence]:
+    """The background sequences to preempt so that the waiting interactive ones start now.
+
+    The cheapest to resume go first: those holding the fewest cells. A sequence with a grammar
+    is never preempted: its grammar's state would have to be replayed over what it generated.
+    """
+    wanted = interactive_waiting - free_slots
+    background = [s for s in running if s.params.background]
+    room = len(background) - guaranteed
+    if wanted <= 0 or room <= 0:
+        return []
+    movable = [s for s in background if s.params.grammar is None]
+    movable.sort(key=lambda s: s.n_prefilled + len(s.generated))
+    return movable[: min(wanted, room)]
