@@ -155,6 +155,12 @@ class Client:
         """Keep a loaded model in memory whatever its keep-alive (or let it go again)."""
         return self._json("POST", "/api/admin/pin", {"model": name, "pinned": pinned})
 
+    # -- batches (OpenAI's Batch API) ----------------------------------------------------------
+
+    def batches(self, limit: int = 100) -> list[JSON]:
+        """The latest batches, newest first, with their status and request_counts."""
+        return list(self._json("GET", f"/v1/batches?limit={limit}").get("data", []))
+
     # -- generation ----------------------------------------------------------------------------
 
     def chat(self, body: JSON) -> Generator[JSON, None, None]:

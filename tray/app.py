@@ -1,8 +1,8 @@
 """The tray app: an icon and menu that follow the daemon, polled over HTTP through the client.
 
-- **Polling.** /health, /api/ps and /api/tags every POLL_S while the daemon answers; with
-  backoff up to AWAY_MAX_S while it does not. The icon, title and menu change only when the
-  state a user sees changed, so menus do not flicker shut under the pointer.
+- **Polling.** /health, /api/ps, /api/tags and /v1/batches every POLL_S while the daemon
+  answers; with backoff up to AWAY_MAX_S while it does not. The icon, title and menu change
+  only when the state a user sees changed, so menus do not flicker shut under the pointer.
 - **Threads.** pystray's `run()` owns the calling thread (on macOS it must be the main one);
   polling runs on a thread of its own, and menu actions on a worker thread, since an HTTP call
   on pystray's thread would freeze the menu.
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pystray
 
-from localserve.client import Client, ClientError, DaemonUnreachable
+from localserve.client import JSON, ApiError, Client, ClientError, DaemonUnreachable
 from localserve.ground import settings as config
 from localserve.launcher import DaemonDidNotStart, is_local, log_path, start, wait_healthy
 from localserve_installer import service
@@ -84,11 +84,20 @@ class Tray:
     def _read(self) -> TrayState:
         try:
             health = self.client.health(timeout=3.0)
-            return read_state(health, self.client.ps(), self.client.tags())
+            ps, tags = self.client.ps(), self.client.tags()
+            return read_state(health, ps, tags, batches=self._batches())
         except DaemonUnreachable:
             return starting() if self._starting.is_set() else not_running(self._failure)
         except ClientError as exc:
             return not_running(str(exc))
+
+    def _batches(self) -> list[JSON]:
+        try:
+            return self.client.batches()
+        except ApiError as exc:
+            if exc.route_missing:
+                return []  # a daemon older than the Batch API
+            raise
 
     def _show(self, state: TrayState) -> None:
         self.state = state

@@ -1,16 +1,19 @@
-"""What the tray shows, read from the daemon's /health, /api/ps and /api/tags: one status, its
-line of text, the loaded models and the store's. Plain data, compared as a whole, so that the
-menu is rebuilt only when something a user can see has changed."""
+"""What the tray shows, read from the daemon's /health, /api/ps, /api/tags and /v1/batches: one
+status, its line of text, the loaded models and the store's. Plain data, compared as a whole, so
+that the menu is rebuilt only when something a user can see has changed."""
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from localserve.client import JSON, bare_name
 from localserve.ground.units import format_size, parse_time, time_span
 
+# What a batch (/v1/batches) is once it has ended.
+_ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
 # Ollama writes "kept for ever" as a time centuries away.
 _FOREVER_S = 100 * 365 * 86400
 
@@ -66,9 +69,14 @@ def starting() -> TrayState:
 
 
 def read_state(
-    health: JSON, ps: list[JSON], tags: list[JSON], now: datetime | None = None
+    health: JSON,
+    ps: list[JSON],
+    tags: list[JSON],
+    now: datetime | None = None,
+    batches: Sequence[JSON] = (),
 ) -> TrayState:
-    """The state of a daemon that answered, from its three answers."""
+    """The state of a daemon that answered, from its answers: the running batches' progress
+    follows the line of a daemon not busy loading or failing."""
     now = now or datetime.now(timezone.utc)
     loaded = tuple(_loaded(m, now) for m in ps)
     local = [t for t in tags if not t.get("remote_host")]
@@ -81,7 +89,23 @@ def read_state(
         )
     )
     status, line = _status(health, loaded)
+    progress = _batches(batches)
+    if progress and status in (Status.GENERATING, Status.RUNNING, Status.IDLE):
+        line = f"{line}; {progress}"
     return TrayState(status, line, loaded, stored, remote)
+
+
+def _batches(batches: Sequence[JSON]) -> str:
+    """ "batch 12/40", "2 batches 30/80": the requests answered (or failed) of all, over the
+    batches not ended yet."""
+    running = [b for b in batches if b.get("status") not in _ENDED]
+    if not running:
+        return ""
+    counts = [b.get("request_counts") or {} for b in running]
+    total = sum(int(c.get("total") or 0) for c in counts)
+    done = sum(int(c.get("completed") or 0) + int(c.get("failed") or 0) for c in counts)
+    many = f"{len(running)} batches" if len(running) > 1 else "batch"
+    return f"{many} {done}/{total}"
 
 
 def _status(health: JSON, loaded: tuple[LoadedModel, ...]) -> tuple[Status, str]:

@@ -9,6 +9,7 @@ import sys
 
 from localserve import __version__
 from localserve.cli import (
+    batches,
     doctor,
     loaded,
     models,
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_parsers(sub)
     loaded.add_parsers(sub)
     status.add_parsers(sub)
+    batches.add_parsers(sub)
     doctor.add_parser(sub)
     native.add_parsers(sub)
     service.add_parsers(sub)

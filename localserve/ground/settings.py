@@ -164,6 +164,11 @@ class Settings:
     batch_delay_ms: float = setting(
         10.0, NUMBER, "ONNX models: milliseconds a new batch waits for more requests to join"
     )
+    # OpenAI's Batch API (server/batches/): what /v1/files keeps, and for how long.
+    batch_file_size: int = setting(100 << 20, SIZE, "largest file POST /v1/files takes")
+    batch_lines: int = setting(50_000, WHOLE, "requests one batch's input file may hold")
+    batch_files: int = setting(1000, WHOLE, "files /v1/files keeps, batches' outputs included")
+    batch_file_ttl: float = setting(30 * 86400.0, DURATION, "how long /v1/files keeps a file")
     # Who may talk to the daemon (server/http/guard.py).
     allowed_hosts: tuple[str, ...] = setting(
         (),

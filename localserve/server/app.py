@@ -14,6 +14,7 @@ from localserve.ground.upstreams import UpstreamConfig
 from localserve.server import embeddings, ui
 from localserve.server.admin import api as admin
 from localserve.server.anthropic import api as anthropic
+from localserve.server.batches import routes as batches
 from localserve.server.http import connections, guard, metrics, request_log
 from localserve.server.http.errors import error_response
 from localserve.server.http.state import MANAGER
@@ -94,6 +95,7 @@ def build_app(manager: ModelManager, upstreams: tuple[UpstreamConfig, ...] = ())
     admin.add_routes(app)
     ollama.add_routes(app)
     embeddings.add_routes(app)
+    batches.install(app, settings)
     store.add_routes(app)
     infill.add_routes(app)
     openapi.add_routes(app)

@@ -16,6 +16,7 @@ from localserve.ground.errors import EngineError
 from localserve.ground.settings import Settings, config_path
 from localserve.server.admin.api import SHUTDOWN
 from localserve.server.app import build_app
+from localserve.server.batches import routes as batches
 from localserve.server.http.connections import CONNECTIONS
 from localserve.server.http.front import listen
 from localserve.server.http.guard import is_loopback, operator_token
@@ -72,6 +73,8 @@ async def serve(settings: Settings, models: list[str]) -> str:
         listener = await listen(runner.server, app[CONNECTIONS], host, port)
         stack.callback(listener.close)
         stack.enter_context(operator_token(app, port))
+        # Batches post their lines to this address, with the token just written.
+        await batches.start(app, settings.url)
         log.info("localserve listening on http://%s:%d", host, port)
         print(f"localserve listening on http://{host}:{port}", flush=True)
         loop = asyncio.get_running_loop()
@@ -94,6 +97,7 @@ async def serve(settings: Settings, models: list[str]) -> str:
         # Logged now too: should freeing the models hang, the log still says who asked.
         log.info("localserve stopping: %s", reason)
     finally:
+        await batches.stop(app)
         stack.close()
         await runner.cleanup()
         manager.close()

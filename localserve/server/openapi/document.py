@@ -20,6 +20,7 @@ from localserve import __version__
 from localserve.server.http import guard
 from localserve.server.openapi.answers import ANSWERS
 from localserve.server.openapi.anthropic import ANTHROPIC_ANSWERS, ANTHROPIC_REQUESTS
+from localserve.server.openapi.batches import BATCH_SCHEMAS, batch_paths
 from localserve.server.openapi.requests import REQUESTS
 from localserve.server.openapi.responses import RESPONSES_ANSWERS, RESPONSES_REQUESTS
 from localserve.server.openapi.shapes import FREE_OBJECT, Schema, ref
@@ -35,8 +36,9 @@ _WHY = {
     408: "the request body did not arrive in time",
     400: "a bad request: a field's type or range, a prompt longer than a slot's context, a "
     "token id outside the vocabulary; `param` (OpenAI) names the field",
-    404: "no model (or stored response) of that name",
-    413: "the request body is too large",
+    404: "no model (or stored response, file or batch) of that name",
+    409: "the batch has ended: it can no longer be cancelled",
+    413: "the request body (or an uploaded file) is too large",
     422: "the hub's files are not a model this server can take",
     500: "the model's file could not be loaded",
     501: "this server was not started to be shut down over HTTP",
@@ -342,7 +344,7 @@ DOCUMENT: dict[str, Any] = {
         "Ollama's HTTP APIs, llama.cpp's /infill and localserve's own admin endpoints, on one "
         "local daemon.",
     },
-    "paths": _guarded(PATHS),
+    "paths": _guarded({**PATHS, **batch_paths(op)}),
     "components": {
         "schemas": {
             **REQUESTS,
@@ -351,6 +353,7 @@ DOCUMENT: dict[str, Any] = {
             **ANTHROPIC_ANSWERS,
             **RESPONSES_REQUESTS,
             **RESPONSES_ANSWERS,
+            **BATCH_SCHEMAS,
             "Empty": {"type": "object"},
         }
     },

@@ -250,6 +250,9 @@ async function refreshFigures() {
   $("#queue").textContent = String(sums.localserve_sequences_waiting || 0);
   const pools = Object.keys(sums).filter((k) => k.startsWith("localserve_pool_reserved_bytes|"));
   $("#memory").textContent = pools.map((k) => `${k.split("|")[1]} ${size(sums[k])}`).join(", ") || "–";
+  // The requests of the batches still running (/v1/batches), answered of all.
+  const batched = sums.localserve_batch_requests || 0;
+  $("#batches").textContent = batched ? `${sums.localserve_batch_requests_done || 0}/${batched}` : "–";
 }
 
 // -- the page --------------------------------------------------------------------------------

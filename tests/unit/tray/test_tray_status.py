@@ -80,6 +80,25 @@ def test_a_loaded_model_is_ticked_in_the_store_list() -> None:
     assert [(n, state.is_loaded(n)) for n in state.stored] == [("a", True), ("b", False)]
 
 
+def batch(status: str, total: int, completed: int, failed: int = 0) -> dict:
+    counts = {"total": total, "completed": completed, "failed": failed}
+    return {"id": "batch_x", "status": status, "request_counts": counts}
+
+
+def test_running_batches_show_their_progress_after_the_line() -> None:
+    one = [batch("in_progress", 40, 10, 2), batch("completed", 5, 5)]
+    state = read_state(UP, [loaded("a", in_flight=4)], [], NOW, batches=one)
+    assert state.line == "Generating (4 requests); batch 12/40"
+    two = [batch("in_progress", 40, 10), batch("validating", 40, 0)]
+    assert (
+        read_state(UP, [], [], NOW, batches=two).line == "Idle: no models loaded; 2 batches 10/80"
+    )
+    ended = [batch("completed", 40, 40), batch("cancelled", 9, 3)]
+    assert read_state(UP, [], [], NOW, batches=ended).line == "Idle: no models loaded"
+    loading = read_state({**UP, "loading": ["gemma3"]}, [], [], NOW, batches=one)
+    assert loading.line == "Loading gemma3..."
+
+
 def test_an_upstreams_models_are_listed_as_remote_and_not_offered_to_load() -> None:
     tags = [{"name": "a:latest"}, {"name": "big:latest", "remote_host": "http://gpu-box:8000/v1"}]
     state = read_state(UP, [], tags, NOW)
