@@ -248,7 +248,7 @@ def tail(finish: Any, usage: Any) -> JSON:
 @dataclass
 class StreamState:
     """What a Chat Completions stream has said so far: its streamed calls (by index, their
-    argument text growing), how it ended and its usage."""
+    argument text growing, with the id the first delta gave), how it ended and its usage."""
 
     calls: dict[int, JSON] = field(default_factory=dict)
     finish: Any = None
@@ -269,6 +269,7 @@ class StreamState:
                 int(call.get("index", len(self.calls))),
                 {"function": {"name": "", "arguments": ""}},
             )
+            slot["id"] = slot.get("id") or call.get("id")  # the agent faces show it
             fn = call.get("function") or {}
             # Named once: llama-cpp-python's server repeats the name in every delta.
             slot["function"]["name"] = slot["function"]["name"] or fn.get("name") or ""
