@@ -193,8 +193,9 @@ def test_the_upstreams_refusals_come_back_on_both_faces(servers: dict) -> None:
     with pytest.raises(anthropic.BadRequestError, match="2048") as exc:
         claude(servers["url"]).messages.create(model=ALIAS, max_tokens=8, messages=long)
     assert exc.value.body["error"]["type"] == "invalid_request_error"
-    with pytest.raises(openai.BadRequestError, match="2048"):
+    with pytest.raises(openai.BadRequestError, match="2048") as too_long:
         oai(servers["url"]).responses.create(model=ALIAS, input=long, max_output_tokens=8)
+    assert too_long.value.code == "context_length_exceeded"  # the upstream's own code
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     with pytest.raises(openai.APIStatusError, match="json_object") as refused:
         oai(servers["url"]).responses.create(

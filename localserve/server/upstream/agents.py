@@ -11,6 +11,7 @@ error shape. Unreachable, it is a 503 naming it; cut off mid-stream, the face's 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -63,6 +64,24 @@ class UpstreamTurn(Reply):
         yield self.end()
 
 
+def refusal(raw: bytes, status: int) -> Refused:
+    """The upstream's refusal: its status and words, and the `param` and `code` of an OpenAI
+    error body (`context_length_exceeded`, ...) where it gave them."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    error = error if isinstance(error, dict) else {}
+    param, code = error.get("param"), error.get("code")
+    return Refused(
+        status,
+        error_text(raw, status),
+        param if isinstance(param, str) else None,
+        code if isinstance(code, str) else None,
+    )
+
+
 @contextlib.asynccontextmanager
 async def upstream_turn(
     request: web.Request, target: Route, asked: JSON
@@ -71,7 +90,7 @@ async def upstream_turn(
     face's error with its status and message."""
     async with sent(request, target, "chat/completions", asked) as response:
         if response.status != 200:
-            raise Refused(response.status, error_text(await response.read(), response.status))
+            raise refusal(await response.read(), response.status)
         yield UpstreamTurn(target, response, asked.get("stop"))
 
 

@@ -12,6 +12,7 @@ from localserve.server.anthropic.request import read_request as read_messages
 from localserve.server.chat.answer_blocks import AnswerBlocks
 from localserve.server.responses.request import read_request as read_responses
 from localserve.server.upstream import agent_translate as t
+from localserve.server.upstream.agents import refusal
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
@@ -234,3 +235,16 @@ def test_a_whole_answer_its_stop_sequence_and_arguments_that_are_not_json() -> N
     assert piece.calls[0].arguments == {}
     assert reply.stop_sequence == "END" and reply.cached_tokens == 1
     assert json.loads(t.call(0, {"function": {"name": "g"}}).arguments_json) == {}
+
+
+def test_the_upstreams_refusal_keeps_its_status_words_and_code() -> None:
+    said = {"error": {"message": "too long", "code": "context_length_exceeded", "param": None}}
+    got = refusal(json.dumps(said).encode(), 400)
+    assert (got.status, str(got), got.code, got.param) == (
+        400,
+        "too long",
+        "context_length_exceeded",
+        None,
+    )
+    plain = refusal(b"Bad Gateway", 502)
+    assert (plain.status, str(plain), plain.code) == (502, "Bad Gateway", None)
