@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import anthropic
@@ -25,6 +26,7 @@ from tests.support.upstream_support import (
     STORY,
     WEATHER,
     configure,
+    get,
     kill,
     oai,
     start_llama_server,
@@ -50,13 +52,15 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     ghost = [sys.executable, "-m", "localserve", "upstream", "add", "ghost"]
     ghost += [f"http://{HOST}:{free_port()}/v1", "--models", "big-model"]
     subprocess.run(ghost, env={**os.environ, **env}, check=True)
-    args = ["--no-default-model", "--upstream-failures", "1", "--verbose"]
+    args = ["--no-default-model", "--upstream-failures", "1", "--upstream-retry", "1"]
+    args += ["--upstream-probe-interval", "1", "--verbose"]
     proc, url = start_daemon(args, env=env)
+    up = {"url": url, "llama": llama, "port": port}
     try:
-        yield {"url": url, "llama": llama}
+        yield up
     finally:
         stop_daemon(proc)
-        kill(llama)
+        kill(up["llama"])
         assert KEY not in log_text(proc.log_path), "the upstream's key is in the daemon's log"
 
 
@@ -64,6 +68,10 @@ def claude(url: str) -> anthropic.Anthropic:
     return anthropic.Anthropic(
         base_url=url, api_key="none", timeout=CLIENT_TIMEOUT_S, max_retries=0
     )
+
+
+def _state(url: str, upstream: str) -> str:
+    return next(u["state"] for u in get(f"{url}/health")["upstreams"] if u["name"] == upstream)
 
 
 def test_a_message_streamed_and_not(servers: dict) -> None:
@@ -219,8 +227,8 @@ def test_an_upstream_that_is_down_is_a_503_naming_it_on_both_faces(servers: dict
     assert exc.value.status_code == 503 and exc.value.code == "upstream_unavailable"
 
 
-def test_an_upstream_killed_mid_stream_is_an_error_event(servers: dict) -> None:
-    """Last: it kills the module's upstream."""
+def test_an_upstream_killed_mid_stream_is_an_error_event_on_both_faces(servers: dict) -> None:
+    """Last: it kills the module's upstream (twice: it is started again in between)."""
     with pytest.raises(anthropic.APIError, match="upstream 'box'.*mid-answer"):
         with claude(servers["url"]).messages.stream(
             model=ALIAS,
@@ -232,3 +240,22 @@ def test_an_upstream_killed_mid_stream_is_an_error_event(servers: dict) -> None:
                     kill(servers["llama"])
     with pytest.raises(openai.InternalServerError, match="upstream 'box'"):
         oai(servers["url"]).responses.create(model=ALIAS, input="Hi", max_output_tokens=4)
+    servers["llama"] = start_llama_server(servers["port"])
+    deadline = time.monotonic() + 30
+    while _state(servers["url"], "box") != "up":
+        assert time.monotonic() < deadline, "the restarted upstream was not used again"
+        time.sleep(0.5)
+    kinds, failed = [], None
+    for i, event in enumerate(
+        oai(servers["url"]).responses.create(
+            model=ALIAS, input=STORY, max_output_tokens=400, stream=True
+        )
+    ):
+        kinds.append(event.type)
+        if i == 4:
+            kill(servers["llama"])
+        if event.type == "response.failed":
+            failed = event.response
+    assert kinds[0] == "response.created" and kinds[-1] == "response.failed", kinds
+    assert failed is not None and failed.status == "failed"
+    assert failed.error is not None and "upstream 'box'" in failed.error.message
