@@ -1,8 +1,9 @@
 """The agent faces for upstream models (docs/upstreams.md): Anthropic's /v1/messages and OpenAI's
 /v1/responses forwarded as Chat Completions to llama-cpp-python's own OpenAI server (the
-embedded SmolLM2 as `smol-up`), through the official `anthropic` and `openai` clients,
-unmodified: answers streamed and not, a forced tool call and its result's turn, the upstream's
-refusal, a 503 naming an upstream that is down, and an upstream killed mid-stream.
+embedded SmolLM2 as `smol-up`) and to a second localserve daemon, through the official
+`anthropic` and `openai` clients, unmodified: answers streamed and not, a forced tool call and
+its result's turn, the upstream's refusals, a 503 naming an upstream that is down, and an
+upstream killed mid-stream.
 """
 
 from __future__ import annotations
@@ -43,12 +44,14 @@ FUNCTION = {"type": "function", **WEATHER["function"]}
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    """llama-cpp-python's server as upstream `box`, `ghost` (nothing listens there) naming
-    `big-model`, and the daemon under test."""
+    """llama-cpp-python's server as upstream `box`, a second localserve as `peer` (its smollm2
+    reached as `smollm2@peer`), `ghost` (nothing listens there) naming `big-model`, and the
+    daemon under test."""
     port = free_port()
     llama = start_llama_server(port)
+    peer, peer_url = start_daemon(["--model", "smollm2", "--ctx", "1024"])
     config = tmp_path_factory.mktemp("upstreams") / "config.toml"
-    env = configure(config, {"box": f"http://{HOST}:{port}/v1"})
+    env = configure(config, {"box": f"http://{HOST}:{port}/v1", "peer": f"{peer_url}/v1"})
     ghost = [sys.executable, "-m", "localserve", "upstream", "add", "ghost"]
     ghost += [f"http://{HOST}:{free_port()}/v1", "--models", "big-model"]
     subprocess.run(ghost, env={**os.environ, **env}, check=True)
@@ -60,6 +63,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         yield up
     finally:
         stop_daemon(proc)
+        stop_daemon(peer)
         kill(up["llama"])
         assert KEY not in log_text(proc.log_path), "the upstream's key is in the daemon's log"
 
@@ -89,6 +93,25 @@ def test_a_message_streamed_and_not(servers: dict) -> None:
     assert "content_block_delta" in kinds and final.content[0].text
     counted = client.messages.count_tokens(model=ALIAS, messages=ask)
     assert counted.input_tokens > 0
+
+
+def test_a_streams_usage_is_the_upstreams_where_it_reports_one(servers: dict) -> None:
+    """A localserve peer streams its usage (stream_options.include_usage): both faces give it."""
+    ask = [{"role": "user", "content": "Say hello."}]
+    with claude(servers["url"]).messages.stream(
+        model="smollm2@peer", max_tokens=8, messages=ask
+    ) as stream:
+        final = stream.get_final_message()
+    assert final.model == "smollm2@peer" and final.content[0].text
+    assert final.usage.input_tokens > 0 and final.usage.output_tokens > 0
+    completed = None
+    for event in oai(servers["url"]).responses.create(
+        model="smollm2@peer", input="Say hello.", max_output_tokens=8, stream=True
+    ):
+        if event.type in ("response.completed", "response.incomplete"):
+            completed = event.response
+    assert completed is not None and completed.usage is not None
+    assert completed.usage.input_tokens > 0 and completed.usage.output_tokens > 0
 
 
 def test_a_forced_tool_call_and_its_results_turn_on_anthropics_face(servers: dict) -> None:
