@@ -19,7 +19,7 @@ from localserve.ground.errors import BadRequest
 from localserve.server.chat.answer_parser import Call, Parsed
 from localserve.server.chat.tool_calls import ToolRequest
 from localserve.server.chat_turn import ChatAsk
-from localserve.server.upstream.translate import StreamState
+from localserve.server.upstream.translate import StreamState, reasoning
 
 JSON = dict[str, Any]
 
@@ -208,9 +208,7 @@ class Reply:
         self.state.finish = choices[0].get("finish_reason")
         self._stopped_by(choices)
         self.state.calls = dict(enumerate(message.get("tool_calls") or []))
-        return Parsed(
-            message.get("content") or "", message.get("reasoning_content") or "", self.calls
-        )
+        return Parsed(message.get("content") or "", reasoning(message), self.calls)
 
     def end(self) -> Parsed:
         return Parsed(calls=self.calls)

@@ -10,11 +10,20 @@ import pytest
 from localserve.ground.errors import BadRequest
 from localserve.server.anthropic.request import read_request as read_messages
 from localserve.server.chat.answer_blocks import AnswerBlocks
+from localserve.server.chat.answer_parser import Parsed
 from localserve.server.responses.request import read_request as read_responses
 from localserve.server.upstream import agent_translate as t
 from localserve.server.upstream.agents import refusal
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+PARIS_CALL = {
+    "type": "tool_use",
+    "id": "toolu_1",
+    "name": "get_weather",
+    "input": {"city": "Paris"},
+}
 
 
 def sent_call(call_id: str) -> dict:
@@ -45,8 +54,7 @@ def test_a_message_with_system_tools_a_call_and_its_result() -> None:
                 "role": "assistant",
                 "content": [
                     {"type": "thinking", "thinking": "Call it.", "signature": ""},
-                    {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
-                     "input": {"city": "Paris"}},
+                    PARIS_CALL,
                 ],
             },
             {
@@ -57,7 +65,7 @@ def test_a_message_with_system_tools_a_call_and_its_result() -> None:
                 ],
             },
         ],
-    }  # fmt: skip
+    }
     got = t.anthropic_request(body, read_messages(body).ask, "remote", "box", True)
     assert got == {
         "model": "remote",
@@ -135,16 +143,22 @@ def test_a_response_with_instructions_items_tools_and_format() -> None:
         "reasoning": {"effort": "low"},
         "store": False,
         "text": {"format": {"type": "json_schema", "name": "w", "schema": SCHEMA, "strict": True}},
-        "tools": [{"type": "function", "name": "get_weather", "parameters": SCHEMA},
-                  {"type": "web_search"}],
+        "tools": [
+            {"type": "function", "name": "get_weather", "parameters": SCHEMA},
+            {"type": "web_search"},
+        ],
         "tool_choice": {"type": "function", "name": "get_weather"},
         "input": [
             {"role": "user", "content": [{"type": "input_text", "text": "Paris?"}]},
-            {"type": "function_call", "call_id": "c1", "name": "get_weather",
-             "arguments": '{"city":"Paris"}'},
+            {
+                "type": "function_call",
+                "call_id": "c1",
+                "name": "get_weather",
+                "arguments": '{"city":"Paris"}',
+            },
             {"type": "function_call_output", "call_id": "c1", "output": "Sunny"},
         ],
-    }  # fmt: skip
+    }
     got = t.responses_request(body, read_responses(body).ask, "r", False)
     assert got["messages"] == [
         {"role": "system", "content": "Be brief."},
@@ -219,17 +233,23 @@ def test_a_whole_answer_its_stop_sequence_and_arguments_that_are_not_json() -> N
                 "message": {
                     "content": "Hi",
                     "tool_calls": [
-                        {"id": "c", "type": "function",
-                         "function": {"name": "f", "arguments": "not json"}},
+                        {
+                            "id": "c",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "not json"},
+                        },
                     ],
                 },
                 "finish_reason": "stop",
                 "stop_reason": "END",  # vLLM's: the stop sequence that ended it
             }
         ],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 2,
-                  "prompt_tokens_details": {"cached_tokens": 1}},
-    }  # fmt: skip
+        "usage": {
+            "prompt_tokens": 3,
+            "completion_tokens": 2,
+            "prompt_tokens_details": {"cached_tokens": 1},
+        },
+    }
     piece = reply.whole_answer(completion)
     assert piece.content == "Hi" and piece.calls[0].arguments_json == "not json"
     assert piece.calls[0].arguments == {}
@@ -248,3 +268,13 @@ def test_the_upstreams_refusal_keeps_its_status_words_and_code() -> None:
     )
     plain = refusal(b"Bad Gateway", 502)
     assert (plain.status, str(plain), plain.code) == (502, "Bad Gateway", None)
+
+
+def test_thinking_comes_as_reasoning_or_reasoning_content() -> None:
+    """vLLM names it `reasoning` since late 2025; DeepSeek, SGLang, llama.cpp
+    `reasoning_content`."""
+    reply = t.Reply()
+    assert reply.chunk(_chunk({"reasoning": "Hm."})) == Parsed("", "Hm.")
+    assert reply.chunk(_chunk({"reasoning_content": "So."})) == Parsed("", "So.")
+    whole = {"choices": [{"message": {"content": "Hi", "reasoning": "Hm."}}]}
+    assert t.Reply().whole_answer(whole).thinking == "Hm."
