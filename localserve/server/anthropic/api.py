@@ -8,6 +8,9 @@ a `stop_reason` (`end_turn`, `max_tokens`, `stop_sequence`, `tool_use`) and `usa
 `ping`, each block's `content_block_start`, `_delta` (`text_delta`, `thinking_delta`,
 `input_json_delta`) and `_stop`, then `message_delta` and `message_stop`; a `ping` every
 PING_S while the prompt prefills, and an `error` event if the engine fails mid-way.
+
+An upstream model's answer (server/upstream/agents.py) is written by the same code: its turn is
+an `Answering` too.
 """
 
 from __future__ import annotations

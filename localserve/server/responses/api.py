@@ -11,6 +11,9 @@ prefix cache held as `input_tokens_details.cached_tokens`. Streamed, every event
 parts and deltas (`.output_text.delta`, `.reasoning_text.delta`,
 `.function_call_arguments.delta` and `.done`), `.output_item.done`, then `response.completed`
 (or `.incomplete`); `response.failed` if the engine fails mid-way.
+
+An upstream model's answer (server/upstream/agents.py) is written by the same code, and stored
+the same way: its turn is an `Answering` too.
 """
 
 from __future__ import annotations
