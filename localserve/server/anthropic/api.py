@@ -8,6 +8,9 @@ a `stop_reason` (`end_turn`, `max_tokens`, `stop_sequence`, `tool_use`) and `usa
 `ping`, each block's `content_block_start`, `_delta` (`text_delta`, `thinking_delta`,
 `input_json_delta`) and `_stop`, then `message_delta` and `message_stop`; a `ping` every
 PING_S while the prompt prefills, and an `error` event if the engine fails mid-way.
+
+An upstream model's answer (server/upstream/agents.py) is written by the same code: its turn is
+an `Answering` too.
 """
 
 from __future__ import annotations
@@ -21,9 +24,12 @@ from localserve.ground.errors import EngineError
 from localserve.server.anthropic.request import MessagesRequest, read_request
 from localserve.server.chat.answer_blocks import CALL, TEXT, THINKING, AnswerBlocks, Block
 from localserve.server.chat.answer_parser import Call
-from localserve.server.chat_turn import Turn, chat_turn, pieces, prompt_tokens
+from localserve.server.chat_turn import Answering, prompt_tokens
 from localserve.server.http.readers import read_json
 from localserve.server.http.streaming import open_sse, send_named
+from localserve.server.upstream import agent_translate, agents
+from localserve.server.upstream import forward as upstream
+from localserve.server.upstream.registry import Route
 
 PING_S = 10.0
 
@@ -32,7 +38,7 @@ def tool_use_id(call: Call) -> str:
     return "toolu_" + call.id.removeprefix("call_")
 
 
-def stop_reason(turn: Turn, calls: list[Call]) -> str:
+def stop_reason(turn: Answering, calls: list[Call]) -> str:
     if calls:
         return "tool_use"
     if turn.finish_reason == "length":
@@ -40,7 +46,7 @@ def stop_reason(turn: Turn, calls: list[Call]) -> str:
     return "stop_sequence" if turn.stop_sequence is not None else "end_turn"
 
 
-def usage(turn: Turn) -> dict[str, int]:
+def usage(turn: Answering) -> dict[str, int]:
     return {
         "input_tokens": turn.prompt_tokens - turn.cached_tokens,
         "cache_creation_input_tokens": 0,
@@ -74,21 +80,21 @@ class Answer:
         self.req = req
         self.id = "msg_" + uuid.uuid4().hex[:24]
 
-    def message(self, turn: Turn, content: list[dict[str, Any]], done: bool) -> dict[str, Any]:
+    def message(self, turn: Answering, content: list[dict[str, Any]], done: bool) -> dict[str, Any]:
         return {
             "id": self.id,
             "type": "message",
             "role": "assistant",
-            "model": turn.model.name,
+            "model": turn.model_name,
             "content": content,
-            "stop_reason": stop_reason(turn, turn.parser.calls) if done else None,
+            "stop_reason": stop_reason(turn, turn.calls) if done else None,
             "stop_sequence": turn.stop_sequence if done else None,
             "usage": usage(turn),
         }
 
-    async def whole(self, turn: Turn) -> web.Response:
+    async def whole(self, turn: Answering) -> web.Response:
         blocks = AnswerBlocks()
-        async for piece in pieces(turn):
+        async for piece in turn.pieces():
             blocks.feed(piece)
         blocks.finish()
         content = [content_block(b, self.req.show_thinking, True) for b in blocks.blocks]
@@ -96,12 +102,12 @@ class Answer:
         content = content or [content_block(Block(TEXT, 0), True, True)]
         return web.json_response(self.message(turn, content, True))
 
-    async def stream(self, turn: Turn) -> web.StreamResponse:
+    async def stream(self, turn: Answering) -> web.StreamResponse:
         response = await open_sse(self.request)
         blocks = AnswerBlocks()
         started = False
         try:
-            async for piece in pieces(turn, idle_s=PING_S):
+            async for piece in turn.pieces(idle_s=PING_S):
                 if not started:  # after the prefill, when the cached tokens are known
                     await send_named(
                         response, "message_start", {"message": self.message(turn, [], False)}
@@ -154,15 +160,26 @@ class Answer:
 
 
 async def messages(request: web.Request) -> web.StreamResponse:
-    req = read_request(await read_json(request))
+    body = await read_json(request)
+    req = read_request(body)
     answer = Answer(request, req)
-    async with chat_turn(request, req.ask) as turn:
+
+    def upstream_request(target: Route) -> dict[str, Any]:
+        model, name = target.model.id, target.upstream.name
+        return agent_translate.anthropic_request(body, req.ask, model, name, req.stream)
+
+    async with agents.answering(request, body, req.ask, upstream_request) as turn:
         return await (answer.stream(turn) if req.stream else answer.whole(turn))
 
 
 async def count_tokens(request: web.Request) -> web.Response:
-    req = read_request(await read_json(request), counting=True)
-    return web.json_response({"input_tokens": await prompt_tokens(request, req.ask)})
+    body = await read_json(request)
+    req = read_request(body, counting=True)
+    target = upstream.route(request, body)
+    if target is None:
+        return web.json_response({"input_tokens": await prompt_tokens(request, req.ask)})
+    asked = agent_translate.counting_request(body, req.ask, target.model.id, target.upstream.name)
+    return web.json_response({"input_tokens": await agents.count_tokens(request, target, asked)})
 
 
 def add_routes(app: web.Application) -> None:

@@ -11,6 +11,9 @@ prefix cache held as `input_tokens_details.cached_tokens`. Streamed, every event
 parts and deltas (`.output_text.delta`, `.reasoning_text.delta`,
 `.function_call_arguments.delta` and `.done`), `.output_item.done`, then `response.completed`
 (or `.incomplete`); `response.failed` if the engine fails mid-way.
+
+An upstream model's answer (server/upstream/agents.py) is written by the same code, and stored
+the same way: its turn is an `Answering` too.
 """
 
 from __future__ import annotations
@@ -23,12 +26,14 @@ from aiohttp import web
 
 from localserve.ground.errors import EngineError
 from localserve.server.chat.answer_blocks import CALL, THINKING, AnswerBlocks, Block
-from localserve.server.chat_turn import Turn, chat_turn, pieces
+from localserve.server.chat_turn import Answering
 from localserve.server.http.errors import Refused
 from localserve.server.http.readers import read_json
 from localserve.server.http.streaming import open_sse, send_named
 from localserve.server.responses.request import ResponsesRequest, read_request
 from localserve.server.responses.store import RESPONSES, ResponseStore
+from localserve.server.upstream import agent_translate, agents
+from localserve.server.upstream.registry import Route
 
 
 def not_found(response_id: str, param: str | None = None) -> Refused:
@@ -108,7 +113,7 @@ class Answer:
 
     # -- the response object ------------------------------------------------------------------
 
-    def body(self, turn: Turn | None, status: str, error: str | None = None) -> dict[str, Any]:
+    def body(self, turn: Answering | None, status: str, error: str | None = None) -> dict[str, Any]:
         done = status != "in_progress"
         output = [self.item(b, True) for b in self.blocks.blocks] if done else []
         usage = None
@@ -134,7 +139,7 @@ class Answer:
             else None,
             "instructions": self.req.instructions,
             "max_output_tokens": ask.params.max_tokens,
-            "model": turn.model.name if turn is not None else ask.model,
+            "model": turn.model_name if turn is not None else ask.model,
             "output": output,
             "parallel_tool_calls": ask.tools.parallel if ask.tools is not None else True,
             "previous_response_id": self.req.previous_id,
@@ -151,10 +156,10 @@ class Answer:
             "metadata": echo.get("metadata") or {},
         }
 
-    def status(self, turn: Turn) -> str:
+    def status(self, turn: Answering) -> str:
         return "incomplete" if turn.finish_reason == "length" else "completed"
 
-    def answered(self, turn: Turn) -> dict[str, Any]:
+    def answered(self, turn: Answering) -> dict[str, Any]:
         """The response object once the answer is whole, stored if the request asked."""
         body = self.body(turn, self.status(turn))
         if self.req.store:
@@ -187,8 +192,8 @@ class Answer:
 
     # -- whole and streamed -------------------------------------------------------------------
 
-    async def whole(self, turn: Turn) -> web.Response:
-        async for piece in pieces(turn):
+    async def whole(self, turn: Answering) -> web.Response:
+        async for piece in turn.pieces():
             self.blocks.feed(piece)
         self.blocks.finish()
         return web.json_response(self.answered(turn))
@@ -197,12 +202,12 @@ class Answer:
         await send_named(out, event, {**payload, "sequence_number": self.sequence_number})
         self.sequence_number += 1
 
-    async def stream(self, turn: Turn) -> web.StreamResponse:
+    async def stream(self, turn: Answering) -> web.StreamResponse:
         response = await open_sse(self.request)
         await self.emit(response, "response.created", response=self.body(turn, "in_progress"))
         await self.emit(response, "response.in_progress", response=self.body(turn, "in_progress"))
         try:
-            async for piece in pieces(turn):
+            async for piece in turn.pieces():
                 for event in self.blocks.feed(piece):
                     await self._block_event(response, event.kind, event.block, event.text)
             for event in self.blocks.finish():
@@ -319,7 +324,8 @@ def _store(request: web.Request) -> ResponseStore:
 
 
 async def create(request: web.Request) -> web.StreamResponse:
-    req = read_request(await read_json(request))
+    body = await read_json(request)
+    req = read_request(body)
     if req.previous_id is not None:
         previous = _store(request).get(req.previous_id)
         if previous is None:
@@ -328,7 +334,11 @@ async def create(request: web.Request) -> web.StreamResponse:
         system = req.ask.messages[:1] if req.instructions else []
         req.ask.messages = [*system, *req.input]
     answer = Answer(request, req)
-    async with chat_turn(request, req.ask) as turn:
+
+    def upstream_request(target: Route) -> dict[str, Any]:
+        return agent_translate.responses_request(body, req.ask, target.model.id, req.stream)
+
+    async with agents.answering(request, body, req.ask, upstream_request) as turn:
         return await (answer.stream(turn) if req.stream else answer.whole(turn))
 
 

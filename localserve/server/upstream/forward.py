@@ -131,6 +131,60 @@ async def events(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
                 yield b"\n".join(data).decode("utf-8", errors="replace")
 
 
+async def chunks(target: Route, response: aiohttp.ClientResponse) -> AsyncIterator[Any]:
+    """The JSON of each event up to `[DONE]` (an event that is not JSON: its text). A stream
+    that stops before `[DONE]`, or whose connection fails, raises cut_off's 503."""
+    try:
+        async for data in events(response):
+            if data == "[DONE]":
+                return
+            try:
+                event = json.loads(data)
+            except ValueError:
+                event = data
+            yield event
+    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        raise cut_off(target, exc) from None
+    raise cut_off(target, None)
+
+
+async def whole(target: Route, response: aiohttp.ClientResponse) -> Any:
+    """An answer that is not a stream: its JSON. One cut off raises cut_off's 503."""
+    try:
+        return await response.json(content_type=None)
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+        raise cut_off(target, exc) from None
+
+
+def said_error(event: Any) -> str | None:
+    """The message of an `error` event in a stream, or None for any other event."""
+    error = event.get("error") if isinstance(event, dict) else None
+    if not error:
+        return None
+    return str(error.get("message") if isinstance(error, dict) else error)
+
+
+def error_text(raw: bytes, status: int) -> str:
+    """The message of an upstream's error body (OpenAI's, FastAPI's `detail`, or plain text)."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", errors="replace").strip() or f"status {status}"
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+        if "detail" in body:
+            return (
+                json.dumps(body["detail"])
+                if not isinstance(body["detail"], str)
+                else body["detail"]
+            )
+    return json.dumps(body)
+
+
 async def passthrough(request: web.Request, response: aiohttp.ClientResponse) -> web.Response:
     """An answer that is not a 200 stream: its status and body as they came."""
     content = await response.read()
@@ -151,10 +205,7 @@ async def openai(
             return await passthrough(request, response)
         # A server that answers a stream's request whole is answered whole.
         if "text/event-stream" not in response.headers.get("Content-Type", ""):
-            try:
-                answer = await response.json(content_type=None)
-            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
-                raise cut_off(target, exc) from None
+            answer = await whole(target, response)
             if isinstance(answer, dict) and "model" in answer:
                 answer["model"] = target.name
             return web.json_response(answer)
@@ -165,26 +216,15 @@ async def _relay(
     request: web.Request, target: Route, response: aiohttp.ClientResponse
 ) -> web.StreamResponse:
     out = await open_sse(request)
-    failure: UpstreamUnavailable | None = None
     try:
-        done = False
-        async for data in events(response):
-            if data == "[DONE]":
-                done = True
-                break
-            try:
-                event = json.loads(data)
-            except ValueError:
-                await out.write(f"data: {data}\n\n".encode())
+        async for event in chunks(target, response):
+            if isinstance(event, str):
+                await out.write(f"data: {event}\n\n".encode())
                 continue
             if isinstance(event, dict) and "model" in event:
                 event["model"] = target.name
             await send_event(out, event)
-        if not done:
-            failure = cut_off(target, None)
-    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-        failure = cut_off(target, exc)
-    if failure is not None:
+    except UpstreamUnavailable as failure:
         error = {"message": str(failure), "type": "server_error", "code": "upstream_unavailable"}
         await send_event(out, {"error": error})
     await send_done(out)

@@ -7,43 +7,21 @@ The upstream's refusal comes back with its status and its message, in Ollama's s
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from datetime import datetime, timezone
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 
+from localserve.ground.errors import UpstreamUnavailable
 from localserve.server.upstream import translate
-from localserve.server.upstream.forward import cut_off, events, sent
+from localserve.server.upstream.forward import chunks, error_text, said_error, sent, whole
 from localserve.server.upstream.registry import Route
 
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-def _error_text(raw: bytes, status: int) -> str:
-    """The message of an upstream's error body (OpenAI's, FastAPI's `detail`, or plain text)."""
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        return raw.decode("utf-8", errors="replace").strip() or f"status {status}"
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-        if isinstance(error, str):
-            return error
-        if "detail" in body:
-            return (
-                json.dumps(body["detail"])
-                if not isinstance(body["detail"], str)
-                else body["detail"]
-            )
-    return json.dumps(body)
 
 
 async def _send(out: web.StreamResponse, obj: dict[str, Any]) -> None:
@@ -71,43 +49,31 @@ async def forward(
     asked = make(body, target.model.id, target.upstream.name, target.model.context_length)
     async with sent(request, target, "chat/completions", asked) as response:
         if response.status != 200:
-            message = _error_text(await response.read(), response.status)
+            message = error_text(await response.read(), response.status)
             return web.json_response({"error": message}, status=response.status)
         head = {"model": target.name}
         # Whole, as asked, or as a server that ignores `stream` answers (one NDJSON line then).
         if "text/event-stream" not in response.headers.get("Content-Type", ""):
-            try:
-                completion = await response.json(content_type=None)
-            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
-                raise cut_off(target, exc) from None
+            completion = await whole(target, response)
             text, counts = translate.answer(chat, completion)
             timing = {"total_duration": int((time.monotonic() - started) * 1e9)}
             return web.json_response({**head, "created_at": _now(), **text, **counts, **timing})
         out = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         await out.prepare(request)
         state = translate.StreamState()
-        done = False
+        failure: UpstreamUnavailable | None = None
         try:
-            async for data in events(response):
-                if data == "[DONE]":
-                    done = True
-                    break
-                try:
-                    event = json.loads(data)
-                except ValueError:
-                    continue
-                if isinstance(event, dict) and event.get("error"):
-                    error = event["error"]
-                    said = error.get("message") if isinstance(error, dict) else error
-                    await _send(out, {"error": str(said)})
+            async for event in chunks(target, response):
+                said = said_error(event)
+                if said is not None:
+                    await _send(out, {"error": said})
                     await out.write_eof()
                     return out
                 shown = state.chunk(chat, event) if isinstance(event, dict) else None
                 if shown is not None:
                     await _send(out, {**head, "created_at": _now(), **shown, "done": False})
-            failure = None if done else cut_off(target, None)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            failure = cut_off(target, exc)
+        except UpstreamUnavailable as exc:
+            failure = exc
         if failure is not None:
             await _send(out, {"error": str(failure)})
         else:
@@ -128,12 +94,9 @@ async def embed(request: web.Request, target: Route, body: dict[str, Any]) -> we
     asked = translate.embed_request(body, target.model.id, target.upstream.name)
     async with sent(request, target, "embeddings", asked) as response:
         if response.status != 200:
-            message = _error_text(await response.read(), response.status)
+            message = error_text(await response.read(), response.status)
             return web.json_response({"error": message}, status=response.status)
-        try:
-            answer = await response.json(content_type=None)
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
-            raise cut_off(target, exc) from None
+        answer = await whole(target, response)
     data = sorted(answer.get("data") or [], key=lambda d: int(d.get("index", 0)))
     usage = answer.get("usage") or {}
     return web.json_response(

@@ -222,6 +222,16 @@ def piece(chat: bool, content: str, thinking: str = "", calls: list[JSON] | None
     return {"message": message}
 
 
+def reasoning(message: JSON) -> str:
+    """A message's (or delta's) thinking: `reasoning`, as vLLM names it since late 2025 (and
+    OpenRouter), or `reasoning_content` (DeepSeek's, SGLang's, llama.cpp's, older vLLM's)."""
+    for name in ("reasoning_content", "reasoning"):
+        text = message.get(name)
+        if isinstance(text, str) and text:
+            return text
+    return ""
+
+
 def answer(chat: bool, completion: JSON) -> tuple[JSON, JSON]:
     """A whole Chat Completion as Ollama's text piece, and its counts and done_reason."""
     choices = completion.get("choices") or [{}]
@@ -229,7 +239,7 @@ def answer(chat: bool, completion: JSON) -> tuple[JSON, JSON]:
     text = piece(
         chat,
         message.get("content") or "",
-        message.get("reasoning_content") or "",
+        reasoning(message),
         message.get("tool_calls") or [],
     )
     return text, tail(choices[0].get("finish_reason"), completion.get("usage"))
@@ -248,7 +258,7 @@ def tail(finish: Any, usage: Any) -> JSON:
 @dataclass
 class StreamState:
     """What a Chat Completions stream has said so far: its streamed calls (by index, their
-    argument text growing), how it ended and its usage."""
+    argument text growing, with the id the first delta gave), how it ended and its usage."""
 
     calls: dict[int, JSON] = field(default_factory=dict)
     finish: Any = None
@@ -269,12 +279,13 @@ class StreamState:
                 int(call.get("index", len(self.calls))),
                 {"function": {"name": "", "arguments": ""}},
             )
+            slot["id"] = slot.get("id") or call.get("id")  # the agent faces show it
             fn = call.get("function") or {}
             # Named once: llama-cpp-python's server repeats the name in every delta.
             slot["function"]["name"] = slot["function"]["name"] or fn.get("name") or ""
             slot["function"]["arguments"] += fn.get("arguments") or ""
         content = delta.get("content") or ""
-        thinking = delta.get("reasoning_content") or ""
+        thinking = reasoning(delta)
         if not content and not thinking:
             return None
         return piece(chat, content, thinking)
