@@ -247,7 +247,7 @@ class Scheduler:
                 break
             assert seq.slot is not None
             start = seq.n_prefilled
-            take = min(len(seq.context) - start, budget)
+            take = min(len(seq.context) - start, priorities.prefill_cap(seq, budget, decoding))
             if _defer(seq, take, first_tokens, decoding):
                 seq.prefill_deferrals += 1
                 continue
