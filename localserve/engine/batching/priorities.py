@@ -39,6 +39,17 @@ def prefill_cap(seq: Sequence, budget: int, decoding: int) -> int:
     return budget
 
 
+def decoders(running: list[Sequence]) -> list[Sequence]:
+    """The sequences that decode a token in this step. Background ones sit out a step in which
+    an interactive prompt prefills: llama.cpp splits a step holding one token of some
+    sequences and many of another into micro-batches of equal counts, so their tokens cost a
+    whole extra pass over the weights before that prompt's first token."""
+    done = [s for s in running if s.prefill_done]
+    if any(not s.prefill_done and not s.params.background for s in running):
+        return [s for s in done if not s.params.background]
+    return done
+
+
 def is_background(seq: Sequence) -> bool:
     return seq.params.background
 

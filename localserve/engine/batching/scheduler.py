@@ -224,7 +224,7 @@ class Scheduler:
         seqs: list[Sequence] = []
         budget = self.step_tokens
         decoding = 0
-        decoders = [s for s in self.running if s.prefill_done]
+        decoders = priorities.decoders(self.running)
         drafts_of = self._drafts(decoders, budget)
         for seq in decoders:
             assert seq.slot is not None

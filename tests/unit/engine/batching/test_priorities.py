@@ -144,3 +144,13 @@ def test_background_embeddings_take_no_turn_while_an_interactive_answer_runs() -
         sched.step()
         kinds.append(sched.backend.calls[-1][0])
     assert kinds == ["generate", "generate", "generate", "embed"]
+
+
+def test_background_sequences_sit_out_the_step_in_which_an_interactive_prompt_prefills() -> None:
+    sched, flood = busy_with_background(2, share=0.5)
+    interactive = seq(INTERACTIVE)
+    sched.submit(interactive)
+    sched.step()  # preempts one; the interactive prompt prefills alone
+    assert [c.slot for c in sched.backend.plans[-1].chunks] == [interactive.slot]
+    sched.step()
+    assert len(sched.backend.plans[-1].chunks) == 2  # the one left decodes again, beside it
