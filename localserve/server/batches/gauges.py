@@ -9,29 +9,7 @@ from collections.abc import Iterator
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from localserve.server.batches.jobs import (
-    CANCELLED,
-    CANCELLING,
-    COMPLETED,
-    ENDED,
-    EXPIRED,
-    FAILED,
-    FINALIZING,
-    IN_PROGRESS,
-    VALIDATING,
-    JobStore,
-)
-
-STATUSES = (
-    VALIDATING,
-    IN_PROGRESS,
-    FINALIZING,
-    COMPLETED,
-    FAILED,
-    EXPIRED,
-    CANCELLING,
-    CANCELLED,
-)
+from localserve.server.batches.jobs import ENDED, STATUSES, JobStore
 
 
 class BatchGauges:

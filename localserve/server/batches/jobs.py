@@ -24,6 +24,8 @@ from localserve.server.http.errors import Refused
 VALIDATING, IN_PROGRESS, FINALIZING = "validating", "in_progress", "finalizing"
 COMPLETED, FAILED, EXPIRED = "completed", "failed", "expired"
 CANCELLING, CANCELLED = "cancelling", "cancelled"
+# OpenAI's statuses, in the order a batch moves through them.
+STATUSES = (VALIDATING, IN_PROGRESS, FINALIZING, COMPLETED, FAILED, EXPIRED, CANCELLING, CANCELLED)
 ENDED = frozenset({COMPLETED, FAILED, EXPIRED, CANCELLED})
 # Statuses whose lines are still to be run.
 RUNNING = frozenset({VALIDATING, IN_PROGRESS})
