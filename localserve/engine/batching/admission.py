@@ -92,15 +92,21 @@ class AdmissionQueue(Generic[T]):
 
     # -- from the engine thread --------------------------------------------------------------
 
-    def take(self, background: bool | None = None) -> T | None:
-        """The oldest item (of that priority class, when one is named), out of the queue; None
-        when nothing waits."""
+    def take(
+        self, background: bool | None = None, first: Callable[[list[T]], T] | None = None
+    ) -> T | None:
+        """The oldest item (of that priority class, when one is named), or the one `first`
+        picks out of that class's items, oldest first; out of the queue. None when nothing
+        waits."""
         with self._lock:
-            for item in self._items:
-                if background is None or self.background(item) == background:
-                    self._items.remove(item)
-                    return item
-            return None
+            items = [
+                i for i in self._items if background is None or self.background(i) == background
+            ]
+            if not items:
+                return None
+            item = first(items) if first is not None and len(items) > 1 else items[0]
+            self._items.remove(item)
+            return item
 
     def count(self, background: bool) -> int:
         """How many items of a priority class wait."""

@@ -1,7 +1,8 @@
 """Priority classes: interactive requests (chat, the CLI, the tray, FIM: the default) go before
 background ones (batches, and requests that ask with `priority` or X-Priority).
 
-A free slot goes to the oldest interactive request first. When one waits and every slot is busy,
+A free slot goes to the oldest interactive request first, unless a returning conversation
+waits whose cells are at hand (quick_first). When one waits and every slot is busy,
 background sequences beyond their guaranteed share are preempted at the step boundary: their
 cells stay in the slot, then go to the prompt cache when the slot is reused, and the sequence
 resumes from there without losing a token (Sequence.preempt). The share (--background-share)
@@ -12,10 +13,12 @@ completion behind them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from localserve.engine.batching.admission import AdmissionQueue
 from localserve.engine.batching.sequence import Sequence
+from localserve.engine.batching.slots import Slots
 
 
 class Batch(Protocol):
@@ -24,12 +27,21 @@ class Batch(Protocol):
     running: list[Sequence]
     waiting: AdmissionQueue[Sequence]
     guaranteed: int
+    slots: Slots
 
 
 # Prompt tokens a background sequence may prefill in a step while others decode: an interactive
 # request that arrives mid-step waits for that step to end, and a 44-token background chunk
 # made it ~0.1 s longer on 2 cores (bench_priority.py).
 BACKGROUND_PREFILL_TOKENS = 16
+# A request whose prompt needs at most this many tokens prefilled (the next turn of a chat whose
+# cells a slot or the prompt cache holds) gets its first token in one step beside running
+# streams (scheduler.PREFILL_TOKENS_WHILE_DECODING), where a new long prompt takes many.
+QUICK_PREFILL_TOKENS = 128
+# How often a request may be passed over for quick ones before it goes first anyway.
+MAX_PASSED_OVER = 8
+# How many of the oldest waiting requests are looked at for a quick one.
+QUICK_SCAN = 16
 
 
 def prefill_cap(seq: Sequence, budget: int, decoding: int) -> int:
@@ -80,7 +92,41 @@ def next_waiting(batch: Batch) -> Sequence | None:
         sum(s.params.background for s in batch.running),
         batch.guaranteed,
     )
-    return None if background is None else batch.waiting.take(background)
+    if background is None:
+        return None
+    if background:
+        return batch.waiting.take(True)  # preempted sequences wait at the head: they go first
+    return batch.waiting.take(False, quick_first(lambda p: batch.slots.at_hand(p, batch.running)))
+
+
+def quick_first(at_hand: Callable[[list[int]], int]) -> Callable[[list[Sequence]], Sequence]:
+    """Shortest job first, bounded: of the waiting requests (oldest first), the oldest that
+    needs little prefill, unless an older one was passed over MAX_PASSED_OVER times already.
+
+    With more conversations than slots, a returning one otherwise waits behind every new long
+    prompt queued before it, although its own prefill is a step's work; first come, first
+    served (Ollama, llama.cpp's server) makes its wait the sum of theirs. `at_hand` is how many
+    leading tokens of a prompt need no prefill.
+    """
+
+    def quick(seq: Sequence) -> bool:
+        # Once per request: comparing every waiting prompt with every slot and cache entry at
+        # every admission took up to 0.3 s with 64 waiting prompts sharing a long prefix.
+        if seq.quick is None:
+            seq.quick = len(seq.context) - at_hand(seq.context) <= QUICK_PREFILL_TOKENS
+        return seq.quick
+
+    def first(waiting: list[Sequence]) -> Sequence:
+        if waiting[0].passed_over >= MAX_PASSED_OVER:
+            return waiting[0]
+        chosen = next((s for s in waiting[:QUICK_SCAN] if quick(s)), waiting[0])
+        for seq in waiting:
+            if seq is chosen:
+                break
+            seq.passed_over += 1
+        return chosen
+
+    return first
 
 
 def interactive(running: list[Sequence], waiting: AdmissionQueue[Sequence]) -> bool:

@@ -55,6 +55,10 @@ class Sequence:
         self.cached_tokens = 0
         # Steps this prompt's prefill was put off so that shorter ones could sample first.
         self.prefill_deferrals = 0
+        # Whether its prompt needed little prefill when it waited for a slot, and how often a
+        # quicker request took a free slot before it (priorities.quick_first).
+        self.quick: bool | None = None
+        self.passed_over = 0
         self.generated: list[int] = []
         # How many of `generated` a worker has sent to the daemon so far.
         self.reported = 0

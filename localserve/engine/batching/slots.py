@@ -80,6 +80,15 @@ class Slots:
         self.tokens[slot] = []
         return slot, reuse
 
+    def at_hand(self, prompt: list[int], running: list[Sequence]) -> int:
+        """How many leading tokens of `prompt` a start would not prefill: the longest prefix a
+        free slot, a running sequence's prefilled prompt or the prompt cache holds."""
+        held = [common_prefix(self.tokens[slot], prompt) for slot in self.free]
+        held += (common_prefix(s.context[: s.n_prefilled], prompt) for s in running)
+        if self.cache is not None:
+            held.append(self.cache.longest_prefix(prompt)[1])
+        return max(held, default=0)
+
     def lend(self) -> int:
         """A free slot with its cells wiped (an embedding input runs from position 0).
 
