@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -32,6 +35,18 @@ def read_json(path: Path) -> Any:
         return json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None
+
+
+def read_records(paths: Iterable[Path], kind: Callable[..., T]) -> Iterator[T]:
+    """The JSON records in `paths` made into `kind`s; one that is unreadable, or that another
+    version wrote (fields it lacks or `kind` does not know), is left alone."""
+    for path in paths:
+        value = read_json(path)
+        try:
+            record = kind(**value)
+        except TypeError:
+            continue
+        yield record
 
 
 def append_line(path: Path, value: Any) -> None:

@@ -55,12 +55,7 @@ class FileStore:
         self.ttl_s = ttl_s
         root.mkdir(parents=True, exist_ok=True)
         self._files: dict[str, StoredFile] = {}
-        for meta in root.glob("file-*.json"):
-            record = disk.read_json(meta)
-            try:
-                stored = StoredFile(**record)
-            except TypeError:
-                continue  # not a record this version wrote: left alone
+        for stored in disk.read_records(root.glob("file-*.json"), StoredFile):
             if self.path(stored.id).exists():
                 self._files[stored.id] = stored
         # Uploads and records that a crash left half-way are of no use to anyone.

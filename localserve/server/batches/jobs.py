@@ -96,12 +96,7 @@ class JobStore:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         self._jobs: dict[str, Job] = {}
-        for record in root.glob("batch_*/job.json"):
-            value = disk.read_json(record)
-            try:
-                job = Job(**value)
-            except TypeError:
-                continue  # not a record this version wrote: left alone
+        for job in disk.read_records(root.glob("batch_*/job.json"), Job):
             self._jobs[job.id] = job
 
     def create(
