@@ -20,6 +20,7 @@ import llama_cpp as ll
 import numpy as np
 
 from localserve.backends.guides import Guides
+from localserve.backends.llama_drafts import DraftJudges
 from localserve.backends.llama_runtime import capture, device_list, ensure_backend, reported_buffers
 from localserve.backends.llama_sampler import sampler_chain
 from localserve.formats.gguf import quantization
@@ -131,6 +132,7 @@ class LlamaCppBackend:
         self._argmax_slots: set[int] = set()
         self._n_vocab = int(ll.llama_vocab_n_tokens(self._vocab))
         self._guides = Guides(self._vocab, self._n_vocab)  # constrained answers, per slot
+        self._judges = DraftJudges(self._n_vocab)  # drafts of sampled sequences, per slot
         self._pieces: dict[int, bytes] = {}
         self._piece_buf = ctypes.create_string_buffer(256)
         self._embedding_mode = False
@@ -220,6 +222,7 @@ class LlamaCppBackend:
         self.seq_end(slot)
         chain = sampler_chain(self._vocab, self._n_vocab, params, prompt)
         self._samplers[slot] = chain
+        self._judges.start(slot, params)
         if params.grammar is not None:
             self._guides.start(slot, params.grammar)
         if (
@@ -233,6 +236,7 @@ class LlamaCppBackend:
     def seq_end(self, slot: int) -> None:
         self._argmax_slots.discard(slot)
         self._guides.end(slot)
+        self._judges.end(slot)
         chain = self._samplers.pop(slot, None)
         if chain is not None:
             ll.llama_sampler_free(chain)
@@ -309,6 +313,7 @@ class LlamaCppBackend:
         token, pos, seq_id, logits = batch.token, batch.pos, batch.seq_id, batch.logits
         n = 0
         out_at: list[tuple[int, int]] = []
+        self._judges.clear()
         for chunk in plan.chunks:
             slot = chunk.slot
             p = chunk.start_pos
@@ -325,6 +330,8 @@ class LlamaCppBackend:
                 for i in range(n - 1 - chunk.drafts, n):
                     logits[i] = 1
                     out_at.append((slot, i))
+                if chunk.drafts:
+                    self._judges.drafted(slot, n - 1 - chunk.drafts, chunk.tokens[1:])
         batch.n_tokens = n
         return out_at
 
@@ -360,12 +367,19 @@ class LlamaCppBackend:
                     guide.mask(rows[row])
                     if slot in argmax_slots:
                         argmax[row] = rows[row].argmax()
-        tokens = [
-            int(argmax[row])
-            if slot in argmax_slots
-            else ll.llama_sampler_sample(samplers[slot], ctx, i)
-            for row, (slot, i) in enumerate(sample_at)
-        ]
+
+        def plain(row: int, slot: int, i: int) -> int:
+            if slot in argmax_slots:
+                return int(argmax[row])
+            return int(ll.llama_sampler_sample(samplers[slot], ctx, i))
+
+        if self._judges.pending:
+            rows = np.ctypeslib.as_array(
+                ll.llama_get_logits(ctx), shape=(len(sample_at), self._n_vocab)
+            )
+            tokens = self._judges.sample(sample_at, rows, plain)
+        else:
+            tokens = [plain(row, slot, i) for row, (slot, i) in enumerate(sample_at)]
         if guides:
             for token, (slot, _) in zip(tokens, sample_at):
                 if (guide := guides.get(slot)) is not None:
@@ -376,6 +390,7 @@ class LlamaCppBackend:
         if self._closed:
             return
         self._closed = True
+        self._judges.close()
         for chain in self._samplers.values():
             ll.llama_sampler_free(chain)
         self._samplers.clear()

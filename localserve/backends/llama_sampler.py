@@ -38,12 +38,7 @@ def sampler_chain(
     if p.greedy and not p.infill:
         ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_greedy())
         return chain
-    if p.top_k > 0:
-        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_k(p.top_k))
-    if p.top_p < 1.0:
-        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_p(p.top_p, 1))
-    if p.min_p > 0.0:
-        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_min_p(p.min_p, 1))
+    _add_filters(chain, p)
     if p.infill:
         ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_infill(vocab))
         if p.greedy:
@@ -53,3 +48,22 @@ def sampler_chain(
     seed = ll.LLAMA_DEFAULT_SEED if p.seed is None else p.seed & 0xFFFFFFFF
     ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_dist(seed))
     return chain
+
+
+def candidates_chain(p: SamplingParams) -> ll.llama_sampler_p:
+    """The chain of a sequence that may draft while it samples, without its draw: the tokens
+    its top-k, top-p and min-p keep, their logits scaled by its temperature. A drafted token is
+    judged against these (draft_rule.py)."""
+    chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
+    _add_filters(chain, p)
+    ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_temp(p.temperature))
+    return chain
+
+
+def _add_filters(chain: ll.llama_sampler_p, p: SamplingParams) -> None:
+    if p.top_k > 0:
+        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_k(p.top_k))
+    if p.top_p < 1.0:
+        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_p(p.top_p, 1))
+    if p.min_p > 0.0:
+        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_min_p(p.min_p, 1))

@@ -68,10 +68,13 @@ class SamplingParams:
 
     @property
     def can_draft(self) -> bool:
-        """Drafts are checked against the greedy choice, so only a plain greedy sequence (no
-        penalties, biases, grammar or infill sampler to change that choice) drafts."""
+        """A plain sequence drafts: no penalties, biases, grammar or infill sampler, whose state
+        or choice a verify would have to replay. A greedy one's drafts are checked against its
+        argmax, a sampled one's by speculative sampling's rule (backends/draft_rule.py). A seeded
+        sampled one does not: whether a step drafts depends on measured step times, and a seed
+        promises the same answer each time."""
         return (
-            self.greedy
+            (self.greedy or self.seed is None)
             and not self.has_penalties
             and not self.infill
             and not self.logit_bias

@@ -121,7 +121,7 @@ class Settings:
     speculative: int = setting(
         0,
         WHOLE,
-        "draft tokens a greedy request's step may verify, found by prompt lookup (its last "
+        "draft tokens a request's step may verify, found by prompt lookup (its last "
         "tokens seen earlier in the prompt or answer), while the step has room (0: off; a "
         "request's speculative field or option overrides it)",
     )

@@ -140,3 +140,51 @@ def test_rejected_drafts_leave_no_trace_in_the_slot(backend: LlamaCppBackend) ->
         backend.seq_end(0)
     backend.seq_trim(0, 0)
     assert np.array_equal(after[0], after[1])
+
+
+SAMPLED = SamplingParams(temperature=1.0, top_k=40, top_p=1.0, min_p=0.0)
+OPEN = "Tell me a story."  # an open request: the model is unsure of its first word
+TRIALS = 200
+
+
+def test_a_sampled_answer_drafts_and_keeps_some_of_its_drafts(backend: LlamaCppBackend) -> None:
+    s = scheduler(backend)
+    seq = Sequence(prompt_of(backend, EDIT), SamplingParams(temperature=0.3), ANSWER_TOKENS)
+    s.submit(seq)
+    while seq.finish_reason is None:
+        s.step()
+    assert s.drafted > 0 and 0 < s.drafts_accepted <= s.drafted
+    assert len(seq.generated) == ANSWER_TOKENS or seq.finish_reason == "stop"
+
+
+def test_a_sampled_sequences_draft_is_kept_with_its_probability(backend: LlamaCppBackend) -> None:
+    """The same verify, run again and again: its draft stays about as often as the model's
+    top-40 distribution at temperature 1 gives it, and a replacement is one of those 40."""
+    prompt = prompt_of(backend, OPEN)
+    last, at = prompt[-1], len(prompt) - 1
+    backend.seq_trim(0, 0)
+    backend.seq_start(0, SAMPLED, prompt)
+    backend.step(StepPlan([StepChunk(0, prompt[:-1], 0, False)]))
+    backend.step(StepPlan([StepChunk(0, [last], at, True)]))
+    top, chance = top_40(last_logits(backend))
+    draft = int(top[np.abs(chance - 0.5).argmin()])  # the answer's likeliest first word, unsure
+    kept, chances = 0, []
+    for _ in range(TRIALS):
+        assert backend.seq_trim(0, at)
+        picks = backend.step(StepPlan([StepChunk(0, [last, draft], at, True, 1)]))
+        top, chance = top_40(last_logits(backend, 0))
+        chances.append(float(chance[top == draft].sum()))
+        kept += picks[0] == draft
+        assert picks[0] == draft or (picks[0] in top and picks[1] == -1)
+    backend.seq_end(0)
+    backend.seq_trim(0, 0)
+    p = float(np.mean(chances))
+    assert 0.05 < p < 0.95, "the draft must be neither sure nor absent for this test to mean much"
+    assert abs(kept / TRIALS - p) < 4 * (p * (1 - p) / TRIALS) ** 0.5 + 0.02, (kept, p)
+
+
+def top_40(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """SAMPLED's candidates and their chances: the 40 likeliest tokens at temperature 1."""
+    top = np.argsort(logits)[-SAMPLED.top_k :]
+    weights = np.exp(logits[top] - logits[top].max())
+    return top, weights / weights.sum()

@@ -5,8 +5,8 @@ sequence, then prefill chunks of newly admitted ones, shortest first, under a pe
 budget (chunked prefill), so a long prompt never stalls the streams already running. When the
 backend can embed, embedding inputs borrow free slots too (engine/batching/embedding_lane.py),
 and this scheduler decides whose turn it is: embedding and generation steps take turns.
-A plain greedy sequence may add drafted tokens to its decode token, verified in the same step
-(engine/batching/drafts.py).
+A plain sequence (greedy, or sampled without a seed) may add drafted tokens to its decode token,
+verified in the same step (engine/batching/drafts.py).
 """
 
 from __future__ import annotations
@@ -320,7 +320,9 @@ class Scheduler:
         self, seq: Sequence, chunk: StepChunk, picks: list[int], now: float, outbox: Outbox
     ) -> None:
         """Keep the drafts up to the first the model would not have written, and the model's
-        own token after them: the tokens plain greedy decoding gives, a step's worth or more."""
+        own token after them: the tokens plain decoding gives, a step's worth or more. A
+        greedy sequence's picks are its argmax at each row; a sampled one's were judged by the
+        backend (backends/draft_rule.py), the draft itself where it was kept."""
         drafts = chunk.tokens[1:]
         kept = 0
         while kept < len(drafts) and picks[kept] == drafts[kept]:

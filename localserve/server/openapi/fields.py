@@ -130,8 +130,9 @@ SPECULATIVE = one_of(
     {"type": "boolean"},
     integer(0, 32),
     {"type": "null"},
-    description="draft tokens a step may verify for a greedy request (prompt lookup): a count, "
-    "false for none, true or null for the server's --speculative",
+    description="draft tokens a step may verify for the request (prompt lookup; not with "
+    "penalties, grammar, logit bias, or a seed while sampling): a count, false for none, "
+    "true or null for the server's --speculative",
 )
 PRIORITY = {
     "enum": ["interactive", "background", None],

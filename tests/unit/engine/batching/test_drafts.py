@@ -118,14 +118,26 @@ def test_the_cells_of_rejected_drafts_are_trimmed_from_the_first_wrong_one() -> 
     assert seq.generated[1] == TOKEN + 1
 
 
-def test_a_sequence_that_samples_never_drafts() -> None:
+def sample(params: SamplingParams) -> Echo:
     backend = Echo()
     sched = Scheduler(backend, draft_tokens=8)
-    seq = Sequence([1] + [TOKEN] * 6, SamplingParams(temperature=0.7), 10)
+    seq = Sequence([1] + [TOKEN] * 6, params, 10)
     sched.submit(seq)
     while seq.finish_reason is None:
         sched.step()
-    assert backend.drafted == []
+    return backend
+
+
+def test_a_sequence_that_samples_drafts_too() -> None:
+    assert sample(SamplingParams(temperature=0.7)).drafted
+
+
+def test_a_seeded_sequence_that_samples_never_drafts() -> None:
+    assert sample(SamplingParams(temperature=0.7, seed=42)).drafted == []
+
+
+def test_a_sequence_with_penalties_never_drafts() -> None:
+    assert sample(SamplingParams(temperature=0.7, repeat_penalty=1.3)).drafted == []
 
 
 def test_a_drafted_chunk_asks_for_a_token_after_each_of_its_drafts() -> None:
