@@ -1,7 +1,7 @@
 """Speculative decoding benchmark: tokens/s with prompt-lookup drafts on and off, on edit-style
 and quoting answers, at 1 and 16 streams.
 
-Workloads, greedy:
+Workloads, greedy (or sampled at `--temperature`, unseeded, in a section of their own):
 - edit: a 60-line Python function, to be returned with the variable `x` renamed to `count`;
 - rag: a passage of facts and a question whose answer quotes the passage's sentences.
 
@@ -10,7 +10,7 @@ sends `speculative: 0` and "on" the server's setting, in alternating order each 
 warm-up that prefills every prompt once (else the first round pays the prefills). Reported per
 workload and concurrency: the median tokens/s of each, their ratio (targets: >= 1.6x at c=1,
 >= 0.98x at c=16), the share of drafted tokens the model kept (from /metrics), and whether every
-answer was identical.
+answer was identical (sampled answers are not compared: they differ run to run).
 
     python -m benchmarks.bench_speculative                   # writes docs/benchmarks.md
     python -m benchmarks.bench_speculative --rounds 1 --no-write
@@ -46,6 +46,10 @@ from benchmarks._common import (
 )
 
 MARKERS = ("<!-- bench_speculative:start -->", "<!-- bench_speculative:end -->")
+SAMPLED_MARKERS = (
+    "<!-- bench_speculative_sampled:start -->",
+    "<!-- bench_speculative_sampled:end -->",
+)
 SLOTS, CTX = 16, 2048
 MAX_TOKENS = 320
 # Draft tokens: (drafted, accepted).
@@ -91,13 +95,13 @@ class Server:
 
 
 async def one(
-    session: aiohttp.ClientSession, base: str, prompt: str, speculative: bool
+    session: aiohttp.ClientSession, base: str, prompt: str, speculative: bool, temperature: float
 ) -> tuple[int, str, Counts]:
     body: dict = {
         "model": "smollm2",
         "messages": [{"role": "user", "content": prompt}],
         "max_tokens": MAX_TOKENS,
-        "temperature": 0,
+        "temperature": temperature,
     }
     if not speculative:
         body["speculative"] = 0
@@ -116,11 +120,13 @@ async def one(
 
 
 async def batch(
-    base: str, prompts: list[str], speculative: bool
+    base: str, prompts: list[str], speculative: bool, temperature: float = 0.0
 ) -> tuple[float, list[str], Counts]:
     async with client_session() as session:
         t0 = time.perf_counter()
-        results = await asyncio.gather(*(one(session, base, p, speculative) for p in prompts))
+        results = await asyncio.gather(
+            *(one(session, base, p, speculative, temperature) for p in prompts)
+        )
         wall = time.perf_counter() - t0
     counts = (sum(c[0] for _, _, c in results), sum(c[1] for _, _, c in results))
     return sum(n for n, _, _ in results) / wall, [text for _, text, _ in results], counts
@@ -140,7 +146,7 @@ def drafts(server: Server) -> Counts:
     return values["drafted"], values["accepted"]
 
 
-def measure(server: Server, workload: str, streams: int, rounds: int) -> str:
+def measure(server: Server, workload: str, streams: int, rounds: int, temperature: float) -> str:
     prompts = [WORKLOADS[workload](i) for i in range(streams)]
     for base in {server.on, server.off}:  # warm-up: every prompt's prefix cached
         asyncio.run(batch(base, prompts, False))
@@ -150,7 +156,8 @@ def measure(server: Server, workload: str, streams: int, rounds: int) -> str:
     for r in range(rounds):
         for on in (True, False) if r % 2 == 0 else (False, True):
             before = drafts(server)
-            rate, texts, counts = asyncio.run(batch(server.on if on else server.off, prompts, on))
+            base = server.on if on else server.off
+            rate, texts, counts = asyncio.run(batch(base, prompts, on, temperature))
             after = drafts(server)
             if on:
                 drafted += after[0] - before[0] + counts[0]
@@ -160,12 +167,13 @@ def measure(server: Server, workload: str, streams: int, rounds: int) -> str:
             state = "on" if on else "off"
             print(f"{server.name} {workload} c={streams} round {r} {state}: {rate:.1f} tok/s")
     same = all(a == answers[False][0] for a in answers[True] + answers[False])
+    identical = "sampled" if temperature > 0 else "yes" if same else "NO"
     with_drafts, without = statistics.median(rates[True]), statistics.median(rates[False])
     kept = f"{accepted / drafted:.0%} of {drafted:.0f}" if drafted else "none drafted"
     return (
         f"| {server.name} | {workload} | {streams} | {without:.1f} | {with_drafts:.1f} "
         f"| {div(with_drafts, without)} "
-        f"| {kept} | {'yes' if same else 'NO'} |"
+        f"| {kept} | {identical} |"
     )
 
 
@@ -181,6 +189,9 @@ def main(argv: list[str]) -> int:
         help="llama.cpp's llama-server (env LLAMA_SERVER): also run it with and without "
         "--spec-type ngram-simple",
     )
+    p.add_argument(
+        "--temperature", type=float, default=0.0, help="0: greedy; above: sampled, no seed"
+    )
     p.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     args = p.parse_args(argv)
     threads = len(os.sched_getaffinity(0))
@@ -190,16 +201,19 @@ def main(argv: list[str]) -> int:
             with server as target:
                 for workload in WORKLOADS:
                     for streams in (int(c) for c in args.concurrency.split(",")):
-                        rows.append(measure(target, workload, streams, args.rounds))
+                        row = measure(target, workload, streams, args.rounds, args.temperature)
+                        rows.append(row)
     table = [
         "| server | workload | streams | off, tok/s (median) | on, tok/s (median) | on vs off "
         "| drafts kept | answers identical |",
         "|---|---|---:|---:|---:|---:|---|---|",
         *rows,
     ]
+    sampled = args.temperature > 0
+    answers = f"sampled (temperature {args.temperature}, no seed)" if sampled else "greedy"
     facts = [
         f"Command: `{shlex.join(command(__file__, argv))}`",
-        f"SmolLM2-135M (Q4_1), {SLOTS} slots of {CTX} tokens, {threads} threads; greedy "
+        f"SmolLM2-135M (Q4_1), {SLOTS} slots of {CTX} tokens, {threads} threads; {answers} "
         f"answers of up to {MAX_TOKENS} tokens, drafts of up to {args.draft_tokens}; "
         f"{args.rounds} alternating rounds, medians.",
         "llama-server: "
@@ -211,7 +225,9 @@ def main(argv: list[str]) -> int:
         ),
     ]
     title = "## Speculative decoding by prompt lookup (`bench_speculative.py`)"
-    publish(MARKERS, title, facts, table, not args.no_write)
+    if sampled:
+        title = title.replace("lookup", "lookup, sampled answers")
+    publish(SAMPLED_MARKERS if sampled else MARKERS, title, facts, table, not args.no_write)
     return 0
 
 
