@@ -36,6 +36,7 @@ class DraftJudges:
         # This step's output rows that a judged draft follows: batch index -> that draft.
         self._drafts: dict[int, int] = {}
         self._rng = np.random.default_rng()
+        self._ids = np.arange(n_vocab, dtype=np.int32)
         # llama.cpp's candidate list, over the whole vocabulary, reused for every row.
         self._cands = np.zeros(n_vocab, dtype=_TOKEN_DATA)
         self._array = ll.llama_token_data_array(
@@ -93,7 +94,7 @@ class DraftJudges:
     def judge(self, slot: int, logits: np.ndarray, draft: int) -> int:
         """The token `slot` writes where `draft` was proposed, given that row's `logits`."""
         cands = self._cands
-        cands["id"] = np.arange(self._n_vocab, dtype=np.int32)
+        cands["id"] = self._ids  # llama.cpp's samplers reorder the list in place
         cands["logit"] = logits
         self._array.size = self._n_vocab
         self._array.selected = -1
