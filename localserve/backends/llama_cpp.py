@@ -14,18 +14,17 @@ micro-batch of a longer input (measured: cosine 0.90 against the input embedded 
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import llama_cpp as ll
 import numpy as np
 
 from localserve.backends.guides import Guides
 from localserve.backends.llama_drafts import DraftJudges
+from localserve.backends.llama_model_info import meta, model_info
 from localserve.backends.llama_runtime import capture, device_list, ensure_backend, reported_buffers
 from localserve.backends.llama_sampler import sampler_chain
-from localserve.formats.gguf import quantization
 from localserve.ground.errors import LoadFailed
-from localserve.ground.model import ModelInfo
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.step import StepPlan
 
@@ -60,6 +59,9 @@ class LlamaCppOptions:
     # Per-slot KV streams keep each sequence's attention to its own cells; a unified cache
     # makes every decode token attend across all slots' cells.
     kv_unified: bool = False
+    # A smaller GGUF sharing the vocabulary, loaded beside the model to draft its tokens
+    # (engine/batching/draft_model.py): on the CPU, with as many slots of as many cells.
+    draft_path: str | None = None
 
 
 class LlamaCppBackend:
@@ -78,6 +80,36 @@ class LlamaCppBackend:
             self.buffers = reported_buffers(capture.lines)
         finally:
             capture.lines = None
+        self.draft: LlamaCppBackend | None = None
+        if options.draft_path is not None:
+            try:
+                self.draft = self._load_draft(options.draft_path)
+            except BaseException:
+                self.close()
+                raise
+
+    def _load_draft(self, path: str) -> LlamaCppBackend:
+        on_cpu = replace(self._options, draft_path=None, gpu_layers=0, device=None)
+        draft = LlamaCppBackend(f"{self.info.name} draft", path, on_cpu)
+        if (mismatch := self._vocabulary_mismatch(draft)) is not None:
+            draft.close()
+            raise LoadFailed(
+                f"{path} cannot draft for '{self.info.name}' (--draft-model): {mismatch}"
+            )
+        for name, size in draft.buffers.items():
+            self.buffers[name] = self.buffers.get(name, 0) + size
+        return draft
+
+    def _vocabulary_mismatch(self, draft: LlamaCppBackend) -> str | None:
+        """Why `draft`'s token ids do not mean what this model's mean, or None: a draft is
+        verified token id by token id."""
+        if draft.n_vocab != self.n_vocab:
+            return f"its vocabulary has {draft.n_vocab} tokens, the model's {self.n_vocab}"
+        text = ll.llama_vocab_get_text
+        for token in range(self.n_vocab):
+            if (theirs := text(draft._vocab, token)) != (ours := text(self._vocab, token)):
+                return f"its token {token} is {theirs!r} where the model's is {ours!r}"
+        return None
 
     def _load(self, name: str, path: str, options: LlamaCppOptions) -> None:
         mparams = ll.llama_model_default_params()
@@ -109,8 +141,8 @@ class LlamaCppBackend:
         # Per-token rows, pooled by us (see the module docstring); embeddings mode stays off
         # except during an embedding step. A generative model pools nothing already: only an
         # embedding model's own pooling needs turning off (llama.cpp warns when it is).
-        arch = self._meta("general.architecture") or "unknown"
-        pooling = self._meta(f"{arch}.pooling_type")
+        arch = meta(model, "general.architecture") or "unknown"
+        pooling = meta(model, f"{arch}.pooling_type")
         if pooling and int(pooling) != ll.LLAMA_POOLING_TYPE_NONE:
             cparams.pooling_type = ll.LLAMA_POOLING_TYPE_NONE
         self.pooling = _POOLING.get(int(pooling), "mean") if pooling else "mean"
@@ -138,51 +170,7 @@ class LlamaCppBackend:
         self._embedding_mode = False
         self._closed = False
 
-        template = ll.llama_model_chat_template(model, None)
-        self.info = ModelInfo(
-            name=name,
-            path=path,
-            format="gguf",
-            n_slots=options.n_slots,
-            n_ctx_slot=int(ll.llama_n_ctx_seq(ctx)),
-            n_ctx_train=int(ll.llama_model_n_ctx_train(model)),
-            size_bytes=int(ll.llama_model_size(model)),
-            chat_template=template.decode("utf-8", errors="replace") if template else None,
-            bos_text=self._special_text(ll.llama_vocab_bos(self._vocab)),
-            eos_text=self._special_text(ll.llama_vocab_eos(self._vocab)),
-            add_bos=bool(ll.llama_vocab_get_add_bos(self._vocab)),
-            architecture=arch,
-            quantization=quantization(self._meta("general.file_type")),
-            n_params=int(ll.llama_model_n_params(model)),
-            n_embd=int(ll.llama_model_n_embd(model)),
-            fim=self._fim_tokens(),
-            fim_repo=(
-                int(ll.llama_vocab_fim_rep(self._vocab)),
-                int(ll.llama_vocab_fim_sep(self._vocab)),
-            ),
-        )
-
-    def _fim_tokens(self) -> tuple[int, int, int] | None:
-        """llama.cpp's FIM ids: the GGUF keys, else the family's known token texts; -1 is none,
-        and a model lacking any of the three cannot fill in the middle."""
-        v = self._vocab
-        ids = (
-            int(ll.llama_vocab_fim_pre(v)),
-            int(ll.llama_vocab_fim_suf(v)),
-            int(ll.llama_vocab_fim_mid(v)),
-        )
-        return ids if min(ids) >= 0 else None
-
-    def _meta(self, key: str) -> str | None:
-        buf = ctypes.create_string_buffer(256)
-        n = ll.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
-        return buf.value.decode("utf-8", errors="replace") if n >= 0 else None
-
-    def _special_text(self, token: int) -> str:
-        if token < 0:
-            return ""
-        text = ll.llama_vocab_get_text(self._vocab, token)
-        return text.decode("utf-8", errors="replace") if text else ""
+        self.info = model_info(name, path, model, ctx, options.n_slots)
 
     # -- text ---------------------------------------------------------------------------------
 
@@ -390,6 +378,8 @@ class LlamaCppBackend:
         if self._closed:
             return
         self._closed = True
+        if self.draft is not None:
+            self.draft.close()
         self._judges.close()
         for chain in self._samplers.values():
             ll.llama_sampler_free(chain)

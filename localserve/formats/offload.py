@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from localserve.formats.memory import MemoryEstimate
+from localserve.formats.memory import MemoryEstimate, sum_estimates
 
 INPUT = -1  # the layer index of the input embeddings in `tensors`
 
@@ -54,6 +54,8 @@ class LayeredEstimate:
     output_largest: int = 0  # the output layer's largest tensor (the copy included)
     compute_mask: int = 0  # the attention mask, on the host when layers are offloaded
     host_kv: int = 0  # a cache that never moves (an ONNX model's)
+    # A draft model that loads with this one (settings' draft_model), whole, on the host.
+    draft: MemoryEstimate | None = None
     # (layer, file offset, bytes) of every tensor, for the mapped span; INPUT for the input
     # embeddings, n_layers for the output layer. Empty: weights are counted, not spanned.
     tensors: tuple[tuple[int, int, int], ...] = ()
@@ -94,6 +96,8 @@ class LayeredEstimate:
             prompt_cache=self.prompt_cache,
             embedding_output=self.embedding_output,
         )
+        if self.draft is not None:
+            host = sum_estimates([host, self.draft])
         device = MemoryEstimate(
             weights=sum(self.layer_weights[first:])
             + (self.output_weights + self.output_copy if output_on_device else 0),

@@ -17,6 +17,8 @@ class ModelRef:
     name: str
     path: str
     format: str = "gguf"
+    # The smaller model that drafts its tokens (settings' draft_model), loaded with it.
+    draft: ModelRef | None = None
 
 
 @dataclass(frozen=True)

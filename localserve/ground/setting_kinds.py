@@ -88,20 +88,29 @@ def _show_budgets(value: dict[str, int]) -> str:
     return ",".join(f"{device}={_show_size(size)}" for device, size in value.items())
 
 
+def _pairs(raw: Any, bare: str | None) -> list[tuple[str, Any]]:
+    """ "a=1,b=2" or a TOML table {a = 1, b = 2}: (model name, value) pairs; a value without
+    a name is `bare`'s, where the kind has one."""
+    if isinstance(raw, dict):
+        return [(str(name).strip().lower(), value) for name, value in raw.items()]
+    if not isinstance(raw, str):
+        raise ValueError
+    pairs = []
+    for part in raw.split(","):
+        name, sep, value = part.strip().rpartition("=")
+        if not sep and bare is None:
+            raise ValueError
+        pairs.append((name.strip().lower() if sep else str(bare), value.strip()))
+    return pairs
+
+
 def _caps(raw: Any) -> dict[str, int]:
     """ "1024" (every model's), "1024,gemma3=256", or a TOML table {"*" = 1024, gemma3 = 256}:
     a cap per model name, "*" for the rest."""
-    if isinstance(raw, dict):
-        parts = [(str(name).strip().lower(), value) for name, value in raw.items()]
-    elif isinstance(raw, (int, float)) and not isinstance(raw, bool):
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
         parts = [("*", raw)]
-    elif isinstance(raw, str):
-        parts = []
-        for part in raw.split(","):
-            name, sep, value = part.strip().rpartition("=")
-            parts.append((name.strip().lower() if sep else "*", value.strip()))
     else:
-        raise ValueError
+        parts = _pairs(raw, "*")
     caps: dict[str, int] = {}
     for name, value in parts:
         cap = _whole(value)
@@ -109,6 +118,17 @@ def _caps(raw: Any) -> dict[str, int]:
             raise ValueError
         caps[name] = cap
     return caps
+
+
+def _drafts(raw: Any) -> dict[str, str]:
+    """ "qwen3=qwen3-small,gemma3=gemma3" or a TOML table: each model's draft model."""
+    drafts: dict[str, str] = {}
+    for name, value in _pairs(raw, None):
+        draft = str(value).strip()
+        if not name or not draft or name in drafts:
+            raise ValueError
+        drafts[name] = draft
+    return drafts
 
 
 def _show_caps(value: dict[str, int]) -> str:
@@ -173,6 +193,11 @@ BUDGETS = Kind(
 )
 CAPS = Kind(
     _caps, _show_caps, 'a token count like 1024, or counts per model like "1024,gemma3=256"'
+)
+DRAFTS = Kind(
+    _drafts,
+    lambda v: ",".join(f"{name}={draft}" for name, draft in v.items()),
+    'model=draft pairs like "qwen3=qwen3-small"',
 )
 LAYERS = Kind(_layers, str, 'a layer count, or "auto"')
 NAMES_LIST = Kind(_names, ",".join, "a comma-separated list")

@@ -35,6 +35,7 @@ from localserve.ground.host_port import split_host_port
 from localserve.ground.setting_kinds import (
     BUDGETS,
     CAPS,
+    DRAFTS,
     DURATION,
     FRACTION,
     LAYERS,
@@ -124,6 +125,13 @@ class Settings:
         "draft tokens a request's step may verify, found by prompt lookup (its last "
         "tokens seen earlier in the prompt or answer), while the step has room (0: off; a "
         "request's speculative field or option overrides it)",
+    )
+    draft_model: dict[str, str] | None = setting(
+        None,
+        DRAFTS,
+        "a smaller model of the same vocabulary that drafts a model's tokens instead of prompt "
+        "lookup, as model=draft pairs; it loads, unloads and is reserved with the model",
+        unset="none",
     )
     # Batches and bulk scripts must not starve, nor hold the editor's requests behind them.
     background_share: float = setting(
@@ -289,12 +297,6 @@ _KINDS: dict[str, Kind] = {f.name: f.metadata["kind"] for f in fields(Settings)}
 
 
 SWITCHES: frozenset[str] = frozenset(f.name for f in fields(Settings) if _KINDS[f.name] is SWITCH)
-
-
-def output_cap(settings: Settings, model: str) -> int | None:
-    """The cap `max_tokens` gives the answers of `model` (by its name), or None."""
-    caps = settings.max_tokens or {}
-    return caps.get(model.lower(), caps.get("*"))
 
 
 def flag(name: str) -> str:

@@ -15,7 +15,8 @@ with a small model each token costs most of a step (SmolLM2 on 2 cores: 14 ms fo
 acceptance (`Drafter.acceptance`), and drafts only the tokens whose expected gain beats their
 cost in tokens per second across the whole step (`plan_drafts`): a batch already full of
 decode tokens gets no drafts, and a sequence whose drafts keep failing stops drafting until
-its estimate recovers.
+its estimate recovers. A draft model's tokens (engine/batching/draft_model.py) are weighed by
+the same rule, each charged what the draft model took to write it.
 """
 
 from __future__ import annotations
@@ -118,6 +119,14 @@ class StepCost:
         intercept = (self._t - slope * self._n) / w
         return min(max(intercept / slope, 0.05), 64.0)
 
+    @property
+    def token_seconds(self) -> float | None:
+        """What a token's worth of a step costs: a step of n tokens takes this times
+        (fixed_tokens + n). None before a step was measured."""
+        if not self._w:
+            return None
+        return self._t / (self.fixed_tokens * self._w + self._n)
+
 
 def expected_tokens(acceptance: float, drafts: int) -> float:
     """Tokens a step yields for a sequence with `drafts` drafted: the right drafts before the
@@ -127,27 +136,33 @@ def expected_tokens(acceptance: float, drafts: int) -> float:
 
 
 def plan_drafts(
-    offers: list[tuple[float, int]], decoding: int, fixed_tokens: float, room: int
+    offers: list[tuple[float, int]],
+    decoding: int,
+    fixed_tokens: float,
+    room: int,
+    draft_cost: float = 0.0,
 ) -> list[int]:
     """How many of its offered drafts each sequence runs, to make the most tokens per second.
 
     `offers` holds each drafting sequence's (acceptance, drafts found); `decoding` counts every
     decode token of the step. A step of c tokens costs (fixed_tokens + c) units and yields one
-    token per decoding sequence, plus what drafts add; a sequence's drafts are taken (most
-    promising first) only while they raise the step's yield per unit, and `room` caps them all.
+    token per decoding sequence, plus what drafts add; finding a draft token costs `draft_cost`
+    units more (a draft model's step). A sequence's drafts are taken (most promising first)
+    only while they raise the step's yield per unit, and `room` caps them all.
     """
+    per_draft = 1 + draft_cost
     produced, cost = float(decoding), fixed_tokens + decoding
     taken = [0] * len(offers)
     for i in sorted(range(len(offers)), key=lambda i: -offers[i][0]):
         acceptance, found = offers[i]
         best, best_rate = 0, produced / cost
         for k in range(1, min(found, room) + 1):
-            rate = (produced - 1 + expected_tokens(acceptance, k)) / (cost + k)
+            rate = (produced - 1 + expected_tokens(acceptance, k)) / (cost + k * per_draft)
             if rate > best_rate:
                 best, best_rate = k, rate
         if best:
             taken[i] = best
             produced += expected_tokens(acceptance, best) - 1
-            cost += best
+            cost += best * per_draft
             room -= best
     return taken

@@ -6,7 +6,7 @@ budget (chunked prefill), so a long prompt never stalls the streams already runn
 backend can embed, embedding inputs borrow free slots too (engine/batching/embedding_lane.py),
 and this scheduler decides whose turn it is: embedding and generation steps take turns.
 A plain sequence (greedy, or sampled without a seed) may add drafted tokens to its decode token,
-verified in the same step (engine/batching/drafts.py).
+verified in the same step (engine/batching/speculation.py).
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ from collections.abc import Callable
 from localserve.backends.base import EmbeddingBackend, SlotBackend
 from localserve.engine.batching import priorities
 from localserve.engine.batching.admission import AdmissionQueue, Cancellable
-from localserve.engine.batching.drafts import Drafter, StepCost, plan_drafts
+from localserve.engine.batching.draft_model import DraftModel
 from localserve.engine.batching.embedding import EmbeddingJob
 from localserve.engine.batching.embedding_lane import EmbeddingLane
 from localserve.engine.batching.outputs import Outbox, StepResult, accept_token, end_sequence
 from localserve.engine.batching.prompt_cache import PromptCache
 from localserve.engine.batching.sequence import Delta, Sequence, Status
 from localserve.engine.batching.slots import Slots
+from localserve.engine.batching.speculation import Speculation
 from localserve.ground.errors import BadRequest
 from localserve.ground.step import StepChunk, StepPlan
 
@@ -38,8 +39,6 @@ MAX_DEFERRALS = 16
 # between their tokens, and 512 prompt tokens took 3 to 5 s here. 128 keeps the gap under a
 # second for a few percent more steps in a long prefill (see docs/architecture.md).
 PREFILL_TOKENS_WHILE_DECODING = 128
-# Draft tokens one step may verify, whatever the cost model allows (see drafts.plan_drafts).
-MAX_STEP_DRAFTS = 32
 
 
 class Scheduler:
@@ -53,6 +52,7 @@ class Scheduler:
         prompt_cache: PromptCache | None = None,
         draft_tokens: int = 0,
         background_share: float = 0.25,
+        draft_model: DraftModel | None = None,
     ) -> None:
         info = backend.info
         self.backend = backend
@@ -70,10 +70,10 @@ class Scheduler:
         if isinstance(backend, EmbeddingBackend) and backend.pooling != "none":
             self.embeddings = EmbeddingLane(backend, self.slots, self.step_tokens, max_waiting)
         self._embedding_turn = False
-        self.draft_tokens = draft_tokens
-        self.step_cost = StepCost()
-        self.drafted = 0
-        self.drafts_accepted = 0
+        size_ratio = (
+            draft_model.backend.info.size_bytes / max(info.size_bytes, 1) if draft_model else 1
+        )
+        self.drafting = Speculation(draft_tokens, info.n_ctx_slot, draft_model, size_ratio)
 
     # -- called from the event loop ----------------------------------------------------------
 
@@ -149,7 +149,7 @@ class Scheduler:
         try:
             t0 = time.perf_counter()
             sampled = self.backend.step(plan)
-            self.step_cost.record(plan.n_tokens, time.perf_counter() - t0)
+            self.drafting.step_cost.record(plan.n_tokens, time.perf_counter() - t0)
         except Exception as exc:  # a kernel failure fails this step's sequences, not the daemon
             log.exception("step failed for model %s", self.backend.info.name)
             for seq in seqs:
@@ -225,7 +225,7 @@ class Scheduler:
         budget = self.step_tokens
         decoding = 0
         decoders = priorities.decoders(self.running)
-        drafts_of = self._drafts(decoders, budget)
+        drafts_of = self.drafting.drafts(decoders, budget)
         for seq in decoders:
             assert seq.slot is not None
             drafts = drafts_of.get(seq.id, [])
@@ -263,45 +263,6 @@ class Scheduler:
         plan.chunks = [plan.chunks[i] for i in order]
         return plan, [seqs[i] for i in order]
 
-    def _drafts(self, decoders: list[Sequence], budget: int) -> dict[int, list[int]]:
-        """The draft tokens each decoding sequence runs in this step, by sequence id: those
-        its prompt lookup offers, as many as pay for themselves (drafts.plan_drafts)."""
-        offers: list[tuple[Sequence, list[int]]] = []
-        for seq in decoders:
-            found = self._lookup(seq)
-            if found:
-                offers.append((seq, found))
-        if not offers:
-            return {}
-        room = min(MAX_STEP_DRAFTS, budget - len(decoders))
-        rates = [(seq.drafter.acceptance if seq.drafter else 0.0, len(f)) for seq, f in offers]
-        taken = plan_drafts(rates, len(decoders), self.step_cost.fixed_tokens, room)
-        drafts = {}
-        for (seq, found), k in zip(offers, taken):
-            assert seq.drafter is not None
-            if k:
-                drafts[seq.id] = found[:k]
-            else:
-                seq.drafter.rest()
-        return drafts
-
-    def _lookup(self, seq: Sequence) -> list[int]:
-        """What `seq`'s prompt lookup offers, at most its draft length and what it could
-        keep (its token cap, its context); nothing where it may not draft."""
-        k = seq.params.draft_tokens
-        k = self.draft_tokens if k is None else k
-        if k <= 0 or not seq.params.can_draft:
-            return []
-        left = seq.max_new_tokens - len(seq.generated) - 1
-        k = min(k, left, self.backend.info.n_ctx_slot - seq.position - 2)
-        if k <= 0:
-            return []
-        if seq.drafter is None:
-            seq.drafter = Drafter(seq.prompt)
-        drafter = seq.drafter
-        drafter.extend(seq.generated[len(drafter.tokens) - len(seq.prompt) :])
-        return drafter.lookup(k)
-
     def _postprocess(
         self, plan: StepPlan, seqs: list[Sequence], sampled: list[int], outbox: Outbox
     ) -> None:
@@ -327,10 +288,8 @@ class Scheduler:
         kept = 0
         while kept < len(drafts) and picks[kept] == drafts[kept]:
             kept += 1
-        assert seq.drafter is not None and seq.slot is not None
-        seq.drafter.judge(len(drafts), kept)
-        self.drafted += len(drafts)
-        self.drafts_accepted += kept
+        assert seq.slot is not None
+        self.drafting.judge(seq, len(drafts), kept)
         # The rejected drafts' cells go: the next token runs at the first of their positions.
         if not self.backend.seq_trim(seq.slot, chunk.start_pos + 1 + kept):
             error = "could not roll back the cells of rejected draft tokens"
@@ -348,7 +307,7 @@ class Scheduler:
 
     def speculation(self) -> dict[str, int]:
         """Draft tokens verified and accepted so far, for /metrics."""
-        return {"drafted": self.drafted, "accepted": self.drafts_accepted}
+        return self.drafting.counts()
 
     def _accept(self, seq: Sequence, token: int, now: float, outbox: Outbox) -> None:
         """Take one sampled token: detokenize, check stops, and decide whether the sequence ends."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from localserve.engine.residency.placement import Placement
@@ -78,12 +79,20 @@ def estimate_load(ref: ModelRef, s: Settings) -> MemoryEstimate:
 
 
 def _estimate_gguf(ref: ModelRef, s: Settings) -> LayeredEstimate:
+    estimate = _layered_gguf(ref.path, s, s.prompt_cache)
+    if ref.draft is None:
+        return estimate
+    # The draft runs on the CPU with slots like its model's, and keeps no prompt cache.
+    return replace(estimate, draft=_layered_gguf(ref.draft.path, s, 0).whole)
+
+
+def _layered_gguf(path: str, s: Settings, prompt_cache: int) -> LayeredEstimate:
     return layered(
-        check_gguf(ref.path),
+        check_gguf(path),
         n_slots=s.parallel,
         n_ctx_slot=s.ctx,
         n_ubatch=s.step_tokens,
-        prompt_cache_limit=s.prompt_cache,
+        prompt_cache_limit=prompt_cache,
         # The backend leaves llama.cpp's swa_full at its default, on: full-size window caches.
         swa_full=True,
     )

@@ -20,13 +20,14 @@ from typing import Protocol
 from localserve.engine.residency import eviction
 from localserve.engine.residency.devices import find_devices
 from localserve.engine.residency.loader import Loader
+from localserve.engine.residency.per_model import output_cap, with_draft
 from localserve.engine.residency.placement import AUTO, Pin, Placement, place
 from localserve.engine.residency.pools import MemoryPool, device_pools, summary
 from localserve.engine.residency.tally import ResidencyTally
 from localserve.engine.workers.resident import ResidentModel
 from localserve.ground.errors import BadRequest, DoesNotFit
 from localserve.ground.model import ModelRef
-from localserve.ground.settings import Settings, output_cap
+from localserve.ground.settings import Settings
 from localserve.ground.units import UNSET, KeepAlive, format_size
 from localserve.store.library import Library
 from localserve.store.resolve import canonical_name
@@ -169,8 +170,8 @@ class ModelManager:
                 "model",
             )
         # Resolving may read manifests and lay out an ONNX folder: keep it off the event loop.
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, self.library.resolve, name, allow_path)
+        loop, find = asyncio.get_running_loop(), self.library.resolve
+        return await loop.run_in_executor(None, with_draft, find, self.settings, name, allow_path)
 
     def _start_load(self, ref: ModelRef, started: float, pin: Pin) -> asyncio.Task[ResidentModel]:
         task = asyncio.get_running_loop().create_task(self._load_task(ref, started, pin))

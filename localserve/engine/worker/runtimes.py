@@ -52,6 +52,7 @@ def _load_gguf(s: Settings, load: m.Load) -> Built:
     # Imported here so that a format's runtime is only imported when such a model loads.
     from localserve.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
     from localserve.backends.llama_runtime import usable_cores
+    from localserve.engine.batching.draft_model import DraftModel
     from localserve.engine.batching.prompt_cache import PromptCache
     from localserve.engine.batching.scheduler import Scheduler
 
@@ -63,6 +64,7 @@ def _load_gguf(s: Settings, load: m.Load) -> Built:
         use_extra_bufts=load.use_extra_bufts,
         gpu_layers=load.gpu_layers,
         device=load.device,
+        draft_path=load.model.draft.path if load.model.draft else None,
     )
     backend = LlamaCppBackend(load.model.name, load.model.path, backend_opts)
     cache = None
@@ -75,6 +77,7 @@ def _load_gguf(s: Settings, load: m.Load) -> Built:
         prompt_cache=cache,
         draft_tokens=s.speculative,
         background_share=s.background_share,
+        draft_model=DraftModel(backend.draft, s.step_tokens) if backend.draft else None,
     )
     # What llama.cpp says it allocated, from its own "buffer size" log lines.
     return Built(backend, scheduler, backend.buffers)

@@ -15,7 +15,6 @@ from localserve.ground.settings import (
     config_path,
     describe,
     load,
-    output_cap,
 )
 from tests.support.helpers import REPO
 
@@ -105,6 +104,7 @@ def test_every_setting_is_read_from_flags_environment_and_file_in_that_order(tmp
         "origins": ("a", "b", "c"),
         "import_roots": ("/a", "/b", "/c"),
         "background_share": (0.1, 0.2, 0.3),
+        "draft_model": ("a=b", "a=c", "a=d"),
     }
     two_valued = {"log_format": ("json", "text")}
     for name in NAMES:
@@ -151,13 +151,20 @@ def test_a_memory_budget_may_name_each_device():
 
 def test_max_tokens_caps_every_model_or_each_by_its_name(tmp_path):
     assert load({}, env={}, path=NO_FILE).max_tokens is None
-    assert output_cap(load({}, env={}, path=NO_FILE), "smollm2") is None
     settings = load({"max_tokens": "512, gemma3=64"}, env={}, path=NO_FILE)
-    assert (output_cap(settings, "gemma3"), output_cap(settings, "smollm2")) == (64, 512)
+    assert settings.max_tokens == {"*": 512, "gemma3": 64}
     only = load({}, env={"LOCALSERVE_MAX_TOKENS": "gemma3=8"}, path=NO_FILE)
-    assert (output_cap(only, "gemma3"), output_cap(only, "smollm2")) == (8, None)
+    assert only.max_tokens == {"gemma3": 8}
     table = write(tmp_path, 'max_tokens = {"*" = 100, gemma3 = 9}\n')
     assert load({}, env={}, path=table).max_tokens == {"*": 100, "gemma3": 9}
+
+
+def test_draft_model_names_each_model_its_draft(tmp_path):
+    assert load({}, env={}, path=NO_FILE).draft_model is None
+    settings = load({"draft_model": "Qwen3=qwen3-small, gemma3=gemma3"}, env={}, path=NO_FILE)
+    assert settings.draft_model == {"qwen3": "qwen3-small", "gemma3": "gemma3"}
+    table = write(tmp_path, 'draft_model = {smollm2 = "/m/draft.gguf"}\n')
+    assert load({}, env={}, path=table).draft_model == {"smollm2": "/m/draft.gguf"}
 
 
 def test_gpu_layers_is_auto_unless_a_count_is_given():
@@ -170,6 +177,7 @@ def test_gpu_layers_is_auto_unless_a_count_is_given():
     "name,bad",
     [
         ("parallel", "four"),
+        ("draft_model", "smollm2"),
         ("prompt_cache", "lots"),
         ("keep_alive", "soon"),
         ("port", "70000"),

@@ -56,6 +56,20 @@ def test_a_machine_whose_steps_cost_little_per_token_drafts_deeper() -> None:
     assert cheap[0] > dear[0] > 0
 
 
+def test_drafts_that_cost_a_draft_models_step_to_find_must_hold_more_often() -> None:
+    assert plan_drafts([(0.8, 8)], decoding=1, fixed_tokens=2.0, room=32)[0] > 0
+    assert plan_drafts([(0.8, 8)], decoding=1, fixed_tokens=2.0, room=32, draft_cost=3.0) == [0]
+    assert plan_drafts([(0.99, 8)], decoding=1, fixed_tokens=20.0, room=32, draft_cost=2.0)[0] > 0
+
+
+def test_the_step_cost_gives_a_tokens_worth_in_seconds() -> None:
+    cost = StepCost()
+    assert cost.token_seconds is None
+    for n in (1, 2, 4, 8, 1, 3, 9, 16):
+        cost.record(n, 0.010 + 0.005 * n)
+    assert abs(cost.token_seconds - 0.005) < 1e-4  # type: ignore[operator]
+
+
 def test_a_full_batch_runs_no_drafts() -> None:
     assert plan_drafts([(0.8, 8)], decoding=16, fixed_tokens=0.7, room=32) == [0]
 

@@ -16,6 +16,7 @@ import pytest
 from localserve.engine.residency.manager import ModelManager
 from localserve.engine.residency.placement import Pin, place
 from localserve.engine.residency.pools import device_pools, gpu_headroom
+from localserve.formats.memory import MemoryEstimate
 from localserve.ground.errors import BadRequest, ModelBusy
 from localserve.ground.units import GiB
 from localserve_native.build_info import Device
@@ -84,6 +85,16 @@ def test_offload_takes_the_output_layer_first_then_the_last_layers_as_llama_cpp_
     assert (split.device.weights, split.host.weights) == (16 + 8, 50 + 1 + 2 + 4)
     split = estimate.split(5)
     assert (split.device.weights, split.host.weights) == (31, 50)
+
+
+def test_a_draft_model_stays_on_the_host_however_many_layers_its_model_offloads() -> None:
+    draft = MemoryEstimate(weights=300, kv_cache=20, compute=10)
+    estimate = replace(layers_model(100, n_layers=4), draft=draft)
+    alone = layers_model(100, n_layers=4)
+    for layers in (0, 2, 5):
+        with_draft, without = estimate.split(layers), alone.split(layers)
+        assert with_draft.host.total == without.host.total + 330
+        assert with_draft.device == without.device
 
 
 def test_an_output_layer_larger_than_the_device_takes_stays_on_the_host() -> None:

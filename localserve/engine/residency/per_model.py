@@ -1,0 +1,39 @@
+"""Settings given per model name: the cap on its answers, and the model that drafts for it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from localserve.ground.errors import EngineError, LoadFailed
+from localserve.ground.model import ModelRef
+from localserve.ground.settings import Settings
+
+
+def output_cap(settings: Settings, model: str) -> int | None:
+    """The cap `max_tokens` gives the answers of `model` (by its name), or None."""
+    caps = settings.max_tokens or {}
+    return caps.get(model.lower(), caps.get("*"))
+
+
+def with_draft(
+    resolve: Callable[[str, bool], ModelRef], settings: Settings, name: str, allow_path: bool
+) -> ModelRef:
+    """The model `name` stands for, with the draft model `draft_model` names for it (blocking:
+    the store may read manifests); refuses a draft that cannot be served or draft for it."""
+    ref = resolve(name, allow_path)
+    draft = (settings.draft_model or {}).get(ref.name.lower())
+    if draft is None:
+        return ref
+    try:  # the operator named it: a path is as good as a name
+        draft_ref = resolve(draft, True)
+    except EngineError as exc:
+        raise LoadFailed(
+            f"the draft model '{draft}' of '{ref.name}' (--draft-model): {exc}"
+        ) from exc
+    if ref.format != "gguf" or draft_ref.format != "gguf":
+        raise LoadFailed(
+            f"'{ref.name}' cannot draft with '{draft}' (--draft-model): draft models are GGUF "
+            "models of GGUF models"
+        )
+    return replace(ref, draft=replace(draft_ref, draft=None))
