@@ -14,6 +14,11 @@ answer was identical (sampled answers are not compared: they differ run to run).
 
     python -m benchmarks.bench_speculative                   # writes docs/benchmarks.md
     python -m benchmarks.bench_speculative --rounds 1 --no-write
+    python -m benchmarks.bench_speculative --draft-model smollm2   # a draft model's section
+
+With `--draft-model`, the daemon's drafts come from that model instead of prompt lookup. Only
+SmolLM2 shares SmolLM2's vocabulary here, so it drafts for itself: a measure of what drafting
+costs and how often it holds, not of a real pair's speed-up.
 """
 
 from __future__ import annotations
@@ -49,6 +54,10 @@ MARKERS = ("<!-- bench_speculative:start -->", "<!-- bench_speculative:end -->")
 SAMPLED_MARKERS = (
     "<!-- bench_speculative_sampled:start -->",
     "<!-- bench_speculative_sampled:end -->",
+)
+DRAFT_MARKERS = (
+    "<!-- bench_speculative_draft_model:start -->",
+    "<!-- bench_speculative_draft_model:end -->",
 )
 SLOTS, CTX = 16, 2048
 MAX_TOKENS = 320
@@ -192,6 +201,13 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--temperature", type=float, default=0.0, help="0: greedy; above: sampled, no seed"
     )
+    p.add_argument(
+        "--draft-model",
+        default="",
+        metavar="MODEL",
+        help="draft with this model (--draft-model smollm2=MODEL; llama-server's "
+        "--spec-type draft-simple) instead of prompt lookup, in a section of its own",
+    )
     p.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     args = p.parse_args(argv)
     threads = len(os.sched_getaffinity(0))
@@ -211,41 +227,59 @@ def main(argv: list[str]) -> int:
     ]
     sampled = args.temperature > 0
     answers = f"sampled (temperature {args.temperature}, no seed)" if sampled else "greedy"
+    drafter = f"the draft model {args.draft_model}" if args.draft_model else "prompt lookup"
+    spec = (
+        f"--spec-type draft-simple --spec-draft-model {args.draft_model}"
+        if args.draft_model
+        else "--spec-type ngram-simple"
+    )
     facts = [
         f"Command: `{shlex.join(command(__file__, argv))}`",
         f"SmolLM2-135M (Q4_1), {SLOTS} slots of {CTX} tokens, {threads} threads; {answers} "
-        f"answers of up to {MAX_TOKENS} tokens, drafts of up to {args.draft_tokens}; "
+        f"answers of up to {MAX_TOKENS} tokens, drafts of up to {args.draft_tokens} by "
+        f"{drafter}; "
         f"{args.rounds} alternating rounds, medians.",
         "llama-server: "
         + (
-            f"`{args.llama_server}`, on with `--spec-type ngram-simple --spec-draft-n-max "
+            f"`{args.llama_server}`, on with `{spec} --spec-draft-n-max "
             f"{args.draft_tokens}`, off without, both with the same slots and threads."
             if args.llama_server
             else "not run (no --llama-server)."
         ),
     ]
     title = "## Speculative decoding by prompt lookup (`bench_speculative.py`)"
-    if sampled:
+    markers = MARKERS
+    if args.draft_model:
+        title, markers = title.replace("by prompt lookup", "with a draft model"), DRAFT_MARKERS
+    elif sampled:
         title = title.replace("lookup", "lookup, sampled answers")
-    publish(SAMPLED_MARKERS if sampled else MARKERS, title, facts, table, not args.no_write)
+        markers = SAMPLED_MARKERS
+    publish(markers, title, facts, table, not args.no_write)
     return 0
 
 
 @contextlib.contextmanager
-def localserve(draft_tokens: int, logs: Path) -> Iterator[Server]:
+def localserve(draft_tokens: int, draft_model: str, logs: Path) -> Iterator[Server]:
     port = free_port()
     args = ["--model", "smollm2", "--parallel", str(SLOTS), "--ctx", str(CTX)]
+    if draft_model:
+        args += ["--draft-model", f"smollm2={draft_model}"]
     cmd = serve_command([*args, "--speculative", str(draft_tokens)], port)
     with running(cmd, port, "/health", logs / "localserve.log") as base:
         yield Server("localserve", base, base)
 
 
 @contextlib.contextmanager
-def llama_servers(binary: str, threads: int, draft_tokens: int, logs: Path) -> Iterator[Server]:
+def llama_servers(
+    binary: str, threads: int, draft_tokens: int, draft_model: str, logs: Path
+) -> Iterator[Server]:
     from localserve.store.resolve import resolve
 
     model = resolve("smollm2").path
     spec = ["--spec-type", "ngram-simple", "--spec-draft-n-max", str(draft_tokens)]
+    if draft_model:
+        draft = resolve(draft_model).path
+        spec = ["--spec-type", "draft-simple", "--spec-draft-model", draft, *spec[2:]]
     bases = []
     with contextlib.ExitStack() as stack:
         for name, extra in (("on", spec), ("off", [])):
@@ -259,9 +293,12 @@ def llama_servers(binary: str, threads: int, draft_tokens: int, logs: Path) -> I
 def servers(
     args: argparse.Namespace, threads: int, logs: Path
 ) -> list[contextlib.AbstractContextManager[Server]]:
-    found: list[contextlib.AbstractContextManager[Server]] = [localserve(args.draft_tokens, logs)]
+    draft = args.draft_model
+    found: list[contextlib.AbstractContextManager[Server]] = [
+        localserve(args.draft_tokens, draft, logs)
+    ]
     if args.llama_server:
-        found.append(llama_servers(args.llama_server, threads, args.draft_tokens, logs))
+        found.append(llama_servers(args.llama_server, threads, args.draft_tokens, draft, logs))
     return found
 
 
