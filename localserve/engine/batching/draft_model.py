@@ -24,6 +24,10 @@ from localserve.ground.step import StepChunk, StepPlan
 log = logging.getLogger(__name__)
 
 _GREEDY = SamplingParams(temperature=0.0)
+# Tokens one proposal may spend catching slots up: a sequence new to the draft prefills its
+# prompt there over several steps, drafting once it holds it all, so the other sequences'
+# steps never wait for a whole prompt (the scheduler's own chunked prefill, for the draft).
+CATCH_UP_TOKENS = 128
 # How much of the past the draft's measured time per drafted token keeps per proposal.
 COST_MEMORY = 0.9
 
@@ -48,9 +52,18 @@ class DraftModel:
         """For each (slot, tokens, k): up to k tokens the draft writes after `tokens`, fewer
         where it writes an end of generation. Nothing where the draft fails: drafts are only
         ever a guess."""
-        todo = {slot: self._catch_up(slot, tokens) for slot, tokens, _ in wants}
-        room = {slot: k for slot, _, k in wants}
-        drafts: dict[int, list[int]] = {slot: [] for slot in todo}
+        todo: dict[int, list[int]] = {}
+        room: dict[int, int] = {}
+        budget = CATCH_UP_TOKENS
+        for slot, tokens, k in wants:
+            rest = self._catch_up(slot, tokens)
+            behind = len(rest) - 1  # tokens to run before the one that drafts
+            if behind <= budget:
+                todo[slot], room[slot] = rest, k
+            elif budget > 0:  # only prefill this time, and draft at a later step
+                todo[slot], room[slot] = rest[:budget], 0
+            budget = max(0, budget - behind)
+        drafts: dict[int, list[int]] = {slot: [] for slot, _, _ in wants}
         try:
             while todo:
                 self._round(todo, room, drafts)
@@ -92,7 +105,8 @@ class DraftModel:
                 break
             rest = todo[slot]
             take = rest[:budget]
-            plan.chunks.append(StepChunk(slot, take, len(self._held[slot]), len(take) == len(rest)))
+            sample = len(take) == len(rest) and room[slot] > 0
+            plan.chunks.append(StepChunk(slot, take, len(self._held[slot]), sample))
             budget -= len(take)
         t0 = time.perf_counter()
         sampled = iter(self.backend.step(plan))
@@ -105,6 +119,8 @@ class DraftModel:
             self._held[slot].extend(chunk.tokens)
             todo[slot] = todo[slot][len(chunk.tokens) :]
             if not chunk.sample:
+                if not todo[slot]:
+                    del todo[slot]
                 continue
             token = next(sampled)
             drafts[slot].append(token)

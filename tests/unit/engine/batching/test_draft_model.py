@@ -3,7 +3,7 @@ sequence still agrees with it, and only the rest is run (the fake draft writes t
 
 from __future__ import annotations
 
-from localserve.engine.batching.draft_model import DraftModel
+from localserve.engine.batching.draft_model import CATCH_UP_TOKENS, DraftModel
 from tests.support.fakes import TOKEN, FakeBackend
 
 
@@ -33,6 +33,17 @@ def test_a_long_catch_up_is_split_within_the_step_budget() -> None:
     DraftModel(backend, step_tokens=4).propose([(0, list(range(1, 11)), 1)])
     assert [len(c.tokens) for p in backend.plans for c in p.chunks] == [4, 4, 2]
     assert [c.sample for p in backend.plans for c in p.chunks] == [False, False, True]
+
+
+def test_a_long_sequence_new_to_the_draft_is_caught_up_over_several_proposals() -> None:
+    backend = FakeBackend(n_ctx=512)
+    draft = DraftModel(backend, step_tokens=512)
+    tokens = list(range(1, 301))
+    assert draft.propose([(0, tokens, 2)]) == [[]], "no draft while it is caught up"
+    assert draft.propose([(0, tokens, 2)]) == [[]]
+    assert draft.propose([(0, tokens, 2)]) == [[TOKEN, TOKEN]]
+    runs = [len(c.tokens) for p in backend.plans for c in p.chunks]
+    assert runs == [CATCH_UP_TOKENS, CATCH_UP_TOKENS, 300 - 2 * CATCH_UP_TOKENS, 1]
 
 
 def test_sequences_draft_together_in_one_step_per_token() -> None:
