@@ -39,6 +39,8 @@ _POOLING = {
 
 
 _NO_ROWS = np.empty(0, dtype=np.intp)
+# n_gpu_layers that offloads every layer and the output, whatever the model's depth.
+ALL_LAYERS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,8 @@ class LlamaCppOptions:
     # makes every decode token attend across all slots' cells.
     kv_unified: bool = False
     # A smaller GGUF sharing the vocabulary, loaded beside the model to draft its tokens
-    # (engine/batching/draft_model.py): on the CPU, with as many slots of as many cells.
+    # (engine/batching/draft_model.py), with as many slots of as many cells: all on `device`
+    # when the model is, else all on the CPU.
     draft_path: str | None = None
 
 
@@ -89,8 +92,10 @@ class LlamaCppBackend:
                 raise
 
     def _load_draft(self, path: str) -> LlamaCppBackend:
-        on_cpu = replace(self._options, draft_path=None, gpu_layers=0, device=None)
-        draft = LlamaCppBackend(f"{self.info.name} draft", path, on_cpu)
+        options = replace(self._options, draft_path=None, gpu_layers=0, device=None)
+        if self._options.device and self._options.gpu_layers > ll.llama_model_n_layer(self._model):
+            options = replace(options, gpu_layers=ALL_LAYERS, device=self._options.device)
+        draft = LlamaCppBackend(f"{self.info.name} draft", path, options)
         if (mismatch := self._vocabulary_mismatch(draft)) is not None:
             draft.close()
             raise LoadFailed(

@@ -54,8 +54,9 @@ class LayeredEstimate:
     output_largest: int = 0  # the output layer's largest tensor (the copy included)
     compute_mask: int = 0  # the attention mask, on the host when layers are offloaded
     host_kv: int = 0  # a cache that never moves (an ONNX model's)
-    # A draft model that loads with this one (settings' draft_model), whole, on the host.
-    draft: MemoryEstimate | None = None
+    # A draft model that loads with this one (settings' draft_model): all on the device when
+    # this one is, else all on the host.
+    draft: LayeredEstimate | None = None
     # (layer, file offset, bytes) of every tensor, for the mapped span; INPUT for the input
     # embeddings, n_layers for the output layer. Empty: weights are counted, not spanned.
     tensors: tuple[tuple[int, int, int], ...] = ()
@@ -96,14 +97,18 @@ class LayeredEstimate:
             prompt_cache=self.prompt_cache,
             embedding_output=self.embedding_output,
         )
-        if self.draft is not None:
-            host = sum_estimates([host, self.draft])
         device = MemoryEstimate(
             weights=sum(self.layer_weights[first:])
             + (self.output_weights + self.output_copy if output_on_device else 0),
             kv_cache=sum(self.layer_kv[first:]),
             compute=(logits_here if output_on_device else self.compute_layer) if layers else 0,
         )
+        if self.draft is not None:
+            d = self.draft
+            whole = layers > 0 and layers == self.max_layers
+            draft = d.split(d.max_layers if whole else 0, max_tensor)
+            host = sum_estimates([host, draft.host])
+            device = sum_estimates([device, draft.device])
         return LayerSplit(layers, host, device, output_on_device)
 
     def _host_weights(self, first: int, output_on_device: bool) -> int:

@@ -186,3 +186,17 @@ def test_each_devices_estimate_is_within_15_percent_of_llama_cpps_buffers(split_
     for pools in figures.values():
         for est, actual in pools.values():
             assert _within(est, actual), report
+
+
+def test_a_draft_model_goes_to_the_device_with_its_whole_model(
+    daemon_factory, vulkan_env, smol_estimate
+) -> None:
+    args = ["--model", SMOL, *ARGS, "--draft-model", f"{SMOL}={SMOL}", "--speculative", "4"]
+    _, url = daemon_factory(args, env=vulkan_env)
+    entry = _model(url, SMOL)
+    assert entry["localserve"]["placement"]["gpu_layers"] == 31
+    alone = smol_estimate.split(31, _pool(url, "gpu0")["max_tensor"]).device.total
+    assert entry["size_vram"] > 1.9 * alone, "the draft, as large as its model, is there too"
+    for pool, (estimate, actual) in _per_device(entry).items():
+        assert _within(estimate, actual), (pool, estimate, actual)
+    assert _greedy(url, 99).strip()

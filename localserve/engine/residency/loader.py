@@ -82,8 +82,8 @@ def _estimate_gguf(ref: ModelRef, s: Settings) -> LayeredEstimate:
     estimate = _layered_gguf(ref.path, s, s.prompt_cache)
     if ref.draft is None:
         return estimate
-    # The draft runs on the CPU with slots like its model's, and keeps no prompt cache.
-    return replace(estimate, draft=_layered_gguf(ref.draft.path, s, 0).whole)
+    # The draft has slots like its model's and keeps no prompt cache.
+    return replace(estimate, draft=_layered_gguf(ref.draft.path, s, 0))
 
 
 def _layered_gguf(path: str, s: Settings, prompt_cache: int) -> LayeredEstimate:

@@ -14,9 +14,8 @@ from typing import Any
 import pytest
 
 from localserve.engine.residency.manager import ModelManager
-from localserve.engine.residency.placement import Pin, place
+from localserve.engine.residency.placement import Pin, most_layers, place
 from localserve.engine.residency.pools import device_pools, gpu_headroom
-from localserve.formats.memory import MemoryEstimate
 from localserve.ground.errors import BadRequest, ModelBusy
 from localserve.ground.units import GiB
 from localserve_native.build_info import Device
@@ -87,14 +86,24 @@ def test_offload_takes_the_output_layer_first_then_the_last_layers_as_llama_cpp_
     assert (split.device.weights, split.host.weights) == (31, 50)
 
 
-def test_a_draft_model_stays_on_the_host_however_many_layers_its_model_offloads() -> None:
-    draft = MemoryEstimate(weights=300, kv_cache=20, compute=10)
-    estimate = replace(layers_model(100, n_layers=4), draft=draft)
+def test_a_draft_model_is_on_the_device_only_when_its_whole_model_is() -> None:
+    draft = layers_model(10, n_layers=2)  # 30 bytes, all of it offloaded at 3 layers
     alone = layers_model(100, n_layers=4)
-    for layers in (0, 2, 5):
+    estimate = replace(alone, draft=draft)
+    for layers in (0, 2, 4):
         with_draft, without = estimate.split(layers), alone.split(layers)
-        assert with_draft.host.total == without.host.total + 330
+        assert with_draft.host.total == without.host.total + draft.whole.total
         assert with_draft.device == without.device
+    with_draft, without = estimate.split(5), alone.split(5)
+    assert with_draft.device.total == without.device.total + draft.split(3).device.total
+    assert with_draft.host.total == without.host.total + draft.split(3).host.total
+
+
+def test_a_model_with_its_draft_on_a_full_device_offloads_one_layer_less() -> None:
+    estimate = replace(layers_model(100, n_layers=4), draft=layers_model(100, n_layers=4))
+    room = estimate.split(4).device.total  # not the draft's share on top of the whole model
+    pool = fake_gpu(room)
+    assert most_layers(estimate, pool, room) == 4
 
 
 def test_an_output_layer_larger_than_the_device_takes_stays_on_the_host() -> None:
