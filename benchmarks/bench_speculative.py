@@ -229,7 +229,7 @@ def main(argv: list[str]) -> int:
     answers = f"sampled (temperature {args.temperature}, no seed)" if sampled else "greedy"
     drafter = f"the draft model {args.draft_model}" if args.draft_model else "prompt lookup"
     spec = (
-        f"--spec-type draft-simple --spec-draft-model {args.draft_model}"
+        f"--spec-type draft-simple --spec-draft-model <{args.draft_model}'s file>"
         if args.draft_model
         else "--spec-type ngram-simple"
     )
