@@ -40,7 +40,9 @@ def test_a_model_served_with_its_draft_answers_and_reserves_both(daemon_factory)
     paired = replace(resolve(SMOL), draft=resolve(SMOL))
     both = estimate_load(paired, Settings(parallel=PARALLEL, ctx=CTX)).total
     assert both > 1.9 * reserved_bytes(SMOL), "the draft, as large as its model, is reserved too"
-    assert resident(url)[SMOL]["size"] == both
+    entry = resident(url)[SMOL]
+    assert entry["size"] == both
+    assert entry["localserve"]["draft_model"] == SMOL
 
 
 def test_a_draft_of_another_vocabulary_fails_the_load_clearly_and_the_daemon_serves_on(

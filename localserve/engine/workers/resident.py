@@ -44,6 +44,7 @@ class ResidentModel:
         self.actual_bytes = 0
         self.buffers: dict[str, int] = {}  # the runtime's own, by name (llama.cpp's)
         self.rss_delta = 0
+        self.draft_model: str | None = None  # the model drafting its tokens (--draft-model)
         self.template = ChatTemplate(
             self.info.chat_template, self.info.bos_text, self.info.eos_text, self.info.architecture
         )

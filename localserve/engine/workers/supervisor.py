@@ -109,6 +109,7 @@ class WorkerLoader:
         model.actual_bytes = loaded.actual_bytes
         model.buffers = loaded.buffers
         model.rss_delta = loaded.rss_delta
+        model.draft_model = ref.draft.name if ref.draft else None
         return model
 
     def unload(self, model: ResidentModel) -> None:

@@ -82,6 +82,7 @@ def describe(model: ResidentModel, loads: int, digest: str = "") -> dict[str, An
             "loads": loads,
             "load_seconds": round(model.load_seconds, 3),
             "slots": model.info.n_slots,
+            "draft_model": model.draft_model,
             "context_per_slot": model.info.n_ctx_slot,
             "prompt_cache": traffic["prompt_cache"],
         },
