@@ -18,6 +18,7 @@ import logging
 import time
 
 from localserve.backends.base import SlotBackend
+from localserve.engine.batching.prefix import common_prefix
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.step import StepChunk, StepPlan
 
@@ -83,10 +84,7 @@ class DraftModel:
             self.backend.seq_start(slot, _GREEDY, [])
             self.backend.seq_trim(slot, 0)
             held = self._held[slot] = []
-        shared = 0
-        limit = min(len(held), len(tokens) - 1)
-        while shared < limit and held[shared] == tokens[shared]:
-            shared += 1
+        shared = min(common_prefix(held, tokens), len(tokens) - 1)
         if shared < len(held):
             if not self.backend.seq_trim(slot, shared):
                 self.backend.seq_trim(slot, 0)
