@@ -149,7 +149,7 @@ class Scheduler:
         try:
             t0 = time.perf_counter()
             sampled = self.backend.step(plan)
-            self.drafting.step_cost.record(plan.n_tokens, time.perf_counter() - t0)
+            self.drafting.step_cost.record(plan, time.perf_counter() - t0)
         except Exception as exc:  # a kernel failure fails this step's sequences, not the daemon
             log.exception("step failed for model %s", self.backend.info.name)
             for seq in seqs:

@@ -7,8 +7,9 @@ them, for /metrics.
 from __future__ import annotations
 
 from localserve.engine.batching.draft_model import DraftModel
-from localserve.engine.batching.drafts import Drafter, StepCost, plan_drafts
+from localserve.engine.batching.drafts import MODEL_MEMORY, Drafter, DraftRecord, plan_drafts
 from localserve.engine.batching.sequence import Sequence
+from localserve.engine.batching.step_cost import StepCost
 
 # Draft tokens one step may verify, whatever the cost model allows (see drafts.plan_drafts).
 MAX_STEP_DRAFTS = 32
@@ -30,6 +31,8 @@ class Speculation:
         # The draft model's size over the model's: its step's cost, before one was measured.
         self.size_ratio = size_ratio
         self.step_cost = StepCost()
+        # How this model's drafts fared lately: each sequence's prior.
+        self.record = DraftRecord(MODEL_MEMORY)
         self.drafted = 0
         self.accepted = 0
 
@@ -51,9 +54,10 @@ class Speculation:
         if not offers:
             return {}
         room = min(MAX_STEP_DRAFTS, budget - len(decoders))
-        rates = [(_drafter(seq).acceptance, k) for seq, k, _ in offers]
-        fixed = self.step_cost.fixed_tokens
-        taken = plan_drafts(rates, len(decoders), fixed, room, self._draft_cost(fixed))
+        prior = self.record.acceptance()
+        rates = [(_slot(seq), _drafter(seq).acceptance(prior), k) for seq, k, _ in offers]
+        slots = [_slot(seq) for seq in decoders]
+        taken = plan_drafts(rates, slots, self.step_cost.units, room, self._draft_cost())
         for (seq, _, _), k in zip(offers, taken):
             if not k:
                 _drafter(seq).rest()
@@ -67,6 +71,7 @@ class Speculation:
     def judge(self, seq: Sequence, drafted: int, kept: int) -> None:
         """Record how a sequence's verified drafts fared."""
         _drafter(seq).judge(drafted, kept)
+        self.record.judge(drafted, kept)
         self.drafted += drafted
         self.accepted += kept
 
@@ -87,16 +92,17 @@ class Speculation:
         drafter.extend(seq.generated[len(drafter.tokens) - len(seq.prompt) :])
         return drafter.lookup(k)
 
-    def _draft_cost(self, fixed_tokens: float) -> float:
+    def _draft_cost(self) -> float:
         """What finding one draft token costs, in the model's tokens' worth: none for a lookup;
         for a draft model, its measured time per drafted token over the model's time per
-        token, or, until both were measured, a step of the model scaled by the two's sizes."""
+        token, or, until both were measured, a one-token step of the model scaled by the two's
+        sizes."""
         if self.draft_model is None:
             return 0.0
         draft, token = self.draft_model.seconds_per_token, self.step_cost.token_seconds
         if draft is not None and token is not None:
             return draft / token
-        return self.size_ratio * (fixed_tokens + 1)
+        return self.size_ratio * self.step_cost.lone_tokens
 
 
 def _drafter(seq: Sequence) -> Drafter:

@@ -3,14 +3,12 @@ the right ones and rolls back the rest (pure logic, with a fake backend)."""
 
 from __future__ import annotations
 
-from localserve.engine.batching.drafts import (
-    Drafter,
-    StepCost,
-    expected_tokens,
-    plan_drafts,
-)
+from collections.abc import Callable
+
+from localserve.engine.batching.drafts import Drafter, expected_tokens, plan_drafts
 from localserve.engine.batching.scheduler import Scheduler
 from localserve.engine.batching.sequence import Sequence
+from localserve.engine.batching.step_cost import micro_batches
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.step import StepPlan
 from tests.support.fakes import TOKEN, FakeBackend
@@ -32,50 +30,69 @@ def test_nothing_is_drafted_for_a_suffix_never_seen() -> None:
     assert Drafter([1, 2, 3, 4]).lookup(4) == []
 
 
-def test_failed_drafts_lower_the_acceptance_and_rest_brings_it_back() -> None:
+def test_failed_drafts_lower_the_acceptance_and_rest_brings_it_back_to_the_prior() -> None:
     drafter = Drafter([])
-    prior = drafter.acceptance
-    for _ in range(5):
+    for _ in range(10):
         drafter.judge(4, 0)
-    assert drafter.acceptance < 0.3
+    assert drafter.acceptance(prior=0.7) < 0.3
     for _ in range(200):
         drafter.rest()
-    assert abs(drafter.acceptance - prior) < 0.05
+    assert abs(drafter.acceptance(prior=0.7) - 0.7) < 0.05
+    assert abs(drafter.acceptance(prior=0.4) - 0.4) < 0.05
 
 
-def test_the_step_cost_fit_finds_the_fixed_part_in_tokens() -> None:
-    cost = StepCost()
-    for n in (1, 2, 4, 8, 1, 3, 9, 16):
-        cost.record(n, 0.010 + 0.005 * n)  # a fixed 10 ms and 5 ms a token: 2 tokens' worth
-    assert abs(cost.fixed_tokens - 2.0) < 0.01
+def price(fixed: float, lone: float | None = None) -> Callable[[list[int]], float]:
+    """A step's cost in tokens' worth: each micro-batch's fixed part and tokens, a lone token's
+    `lone` (the fixed part and one token unless told)."""
+    lone = fixed + 1 if lone is None else lone
+    return lambda tokens: sum(lone if n == 1 else fixed + n for n in micro_batches(tokens))
+
+
+def one_stream(acceptance: float, found: int = 8) -> list[tuple[int, float, int]]:
+    return [(0, acceptance, found)]
 
 
 def test_a_machine_whose_steps_cost_little_per_token_drafts_deeper() -> None:
-    cheap = plan_drafts([(0.8, 8)], decoding=1, fixed_tokens=20.0, room=32)
-    dear = plan_drafts([(0.8, 8)], decoding=1, fixed_tokens=0.7, room=32)
+    cheap = plan_drafts(one_stream(0.8), [0], price(20.0), room=32)
+    dear = plan_drafts(one_stream(0.8), [0], price(0.7), room=32)
     assert cheap[0] > dear[0] > 0
 
 
+def test_a_lone_token_cheaper_than_the_fixed_part_and_a_token_makes_drafts_dearer() -> None:
+    assert plan_drafts(one_stream(0.8), [0], price(2.0), room=32)[0] > 0
+    assert plan_drafts(one_stream(0.8), [0], price(2.0, lone=2.0), room=32) == [0]
+
+
 def test_drafts_that_cost_a_draft_models_step_to_find_must_hold_more_often() -> None:
-    assert plan_drafts([(0.8, 8)], decoding=1, fixed_tokens=2.0, room=32)[0] > 0
-    assert plan_drafts([(0.8, 8)], decoding=1, fixed_tokens=2.0, room=32, draft_cost=3.0) == [0]
-    assert plan_drafts([(0.99, 8)], decoding=1, fixed_tokens=20.0, room=32, draft_cost=2.0)[0] > 0
-
-
-def test_the_step_cost_gives_a_tokens_worth_in_seconds() -> None:
-    cost = StepCost()
-    assert cost.token_seconds is None
-    for n in (1, 2, 4, 8, 1, 3, 9, 16):
-        cost.record(n, 0.010 + 0.005 * n)
-    assert abs(cost.token_seconds - 0.005) < 1e-4  # type: ignore[operator]
+    assert plan_drafts(one_stream(0.8), [0], price(2.0), room=32)[0] > 0
+    assert plan_drafts(one_stream(0.8), [0], price(2.0), room=32, draft_cost=3.0) == [0]
+    assert plan_drafts(one_stream(0.99), [0], price(20.0), room=32, draft_cost=2.0)[0] > 0
 
 
 def test_a_full_batch_runs_no_drafts() -> None:
-    assert plan_drafts([(0.8, 8)], decoding=16, fixed_tokens=0.7, room=32) == [0]
+    assert plan_drafts(one_stream(0.8), list(range(16)), price(0.7), room=32) == [0]
 
 
 def test_drafts_that_rarely_hold_are_not_run() -> None:
-    assert plan_drafts([(0.3, 8)], decoding=1, fixed_tokens=2.0, room=32) == [0]
+    assert plan_drafts(one_stream(0.3), [0], price(2.0), room=32) == [0]
+
+
+def test_a_draft_that_joins_another_ones_micro_batch_pays_where_one_far_apart_does_not() -> None:
+    decoding = [0, 1, 2, 3]
+    adjacent = [(0, 0.99, 8), (1, 0.9, 8)]
+    apart = [(0, 0.99, 8), (3, 0.9, 8)]
+    assert plan_drafts(adjacent, decoding, price(4.0), room=32) == [8, 8]
+    assert plan_drafts(apart, decoding, price(4.0), room=32) == [8, 0]
+
+
+def test_a_less_promising_sequence_with_more_drafts_found_is_still_weighed() -> None:
+    offers = [(0, 0.9, 1), (1, 0.85, 8)]
+    assert plan_drafts(offers, [0, 1], price(20.0), room=32) == [0, 8]
+
+
+def test_room_caps_the_drafts_of_the_whole_step() -> None:
+    offers = [(0, 0.99, 8), (1, 0.99, 8)]
+    assert sum(plan_drafts(offers, [0, 1], price(40.0), room=10)) <= 10
 
 
 def test_expected_tokens_count_the_right_drafts_and_the_models_own() -> None:
@@ -120,6 +137,18 @@ def test_drafts_the_model_agrees_with_are_kept_and_output_is_as_without_them() -
     assert seq.generated == [TOKEN] * 20 and seq.finish_reason == "length"
     assert backend.drafted, "the repeated tokens were drafted"
     assert len(backend.plans) < 20, "drafts made fewer steps than tokens"
+
+
+def test_a_model_whose_drafts_fail_gives_its_next_sequences_a_lower_prior() -> None:
+    backend = Contrary()
+    sched = Scheduler(backend, draft_tokens=8)
+    before = sched.drafting.record.acceptance()
+    for _ in range(3):
+        seq = Sequence([1, TOKEN, TOKEN, TOKEN, TOKEN, TOKEN, TOKEN], GREEDY, 12)
+        sched.submit(seq)
+        while seq.finish_reason is None:
+            sched.step()
+    assert backend.drafted and sched.drafting.record.acceptance() < before - 0.1
 
 
 def test_the_cells_of_rejected_drafts_are_trimmed_from_the_first_wrong_one() -> None:
