@@ -12,12 +12,11 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.helpers import NO_END
 from tests.support.live import CLIENT_TIMEOUT_S, running_daemon
 
 LONG = "Write a very long story about a lighthouse keeper."
 BACKGROUND = {"X-Priority": "background"}
-# SmolLM2's end tokens (<|endoftext|>, <|im_end|>) banned: the answer runs to its cap.
-NO_END = {"0": -100, "2": -100}
 
 
 @pytest.fixture(scope="module")

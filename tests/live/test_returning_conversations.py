@@ -9,12 +9,11 @@ import time
 
 import openai
 
+from tests.support.helpers import NO_END
 from tests.support.live import CLIENT_TIMEOUT_S
 
 ONE_SLOT = ("--model", "smollm2", "--parallel", "1", "--ctx", "4096")
 LONG_PROMPT = " ".join(f"Fact {i}: the river Danube passes city number {i}." for i in range(120))
-# SmolLM2's end tokens (<|endoftext|>, <|im_end|>) banned: the answer runs to its cap.
-NO_END = {"0": -100, "2": -100}
 
 
 def first_token_at(client: openai.OpenAI, messages: list, times: dict, key: str, **kw) -> None:

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.support.daemons import poll
-from tests.support.helpers import REPO
+from tests.support.helpers import NO_END, REPO
 from tests.support.live import running_daemon
 
 CHROMIUM = "/usr/bin/chromium"
@@ -104,10 +104,10 @@ def test_a_message_gets_a_streamed_answer(page) -> None:
 def never_ending(route) -> None:
     """Sampled SmolLM2 often answers this prompt in 4 to 50 tokens ("One thousand."), and on a
     loaded machine the whole answer lands before Stop does (CI saw a 120 s timeout so). Its
-    end-of-generation tokens (0, 2) are biased away on the way out, so the answer runs to
-    max_tokens; the page, the daemon and the stream are the real ones."""
+    end tokens are banned on the way out, so the answer runs to max_tokens; the page, the
+    daemon and the stream are the real ones."""
     body = route.request.post_data_json
-    route.continue_(post_data=json.dumps({**body, "logit_bias": {"0": -100, "2": -100}}))
+    route.continue_(post_data=json.dumps({**body, "logit_bias": NO_END}))
 
 
 def test_stop_ends_an_answer_mid_stream_and_frees_its_slot(page, url: str) -> None:

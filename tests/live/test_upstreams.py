@@ -18,12 +18,12 @@ import pytest
 
 from tests.support import daemons
 from tests.support.daemons import HOST, free_port, log_text, stop_daemon
+from tests.support.helpers import NO_END
 from tests.support.live import CLIENT_TIMEOUT_S, start_daemon
 from tests.support.upstream_support import (
     ALIAS,
     ASK,
     KEY,
-    NO_END,
     STORY,
     WEATHER,
     configure,

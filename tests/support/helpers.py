@@ -15,6 +15,9 @@ from tests.support.daemons import (
 # The repository's root, and the embedded default model every live test can serve.
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "smollm2"
+# SmolLM2's end tokens (<|endoftext|>, <|im_end|>) banned, as a request's logit_bias: a sampled
+# answer then runs to its cap instead of ending in a few tokens.
+NO_END = {"0": -100, "2": -100}
 
 # Words that SmolLM2-135M-Instruct, decoding greedily, keeps repeating when the prompt is the
 # word repeated with commas ("apple, apple, ..., apple,"  ->  " apple, apple, apple,").

@@ -37,9 +37,8 @@ WEATHER = {
 }
 ASK = [{"role": "user", "content": "Say hello."}]
 # An answer long enough to be cut: SmolLM2 tells a story, and its end-of-turn tokens are banned
-# (logit_bias, which passes through to the upstream) where the face has the field.
+# (NO_END as logit_bias, which passes through to the upstream) where the face has the field.
 STORY = [{"role": "user", "content": "Write a long story about a dragon and a knight."}]
-NO_END = {"0": -100, "2": -100}
 
 
 def start_llama_server(port: int) -> subprocess.Popen:
