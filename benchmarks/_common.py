@@ -128,6 +128,18 @@ class Results:
     def ttft(self, q: float) -> float:
         return percentile([s.ttft_s for s in self.ok if s.ttft_s is not None], q)
 
+    def tpot(self, q: float) -> float:
+        """Time per output token after the first: the decode speed a reader of the stream
+        sees, apart from the prompt's time to first token."""
+        return percentile(
+            [
+                (s.latency_s - s.ttft_s) / (s.tokens - 1)
+                for s in self.ok
+                if s.ttft_s is not None and s.tokens > 1
+            ],
+            q,
+        )
+
 
 def client_session() -> aiohttp.ClientSession:
     # Queued requests on a serial server can wait minutes; only a stalled read is an error.

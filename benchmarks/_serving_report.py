@@ -33,8 +33,8 @@ class Level(Results):
 
 
 HEADER = (
-    "| server | concurrency | agg tok/s | TTFT p50 (ms) | TTFT p95 (ms) | requests "
-    "| avg tokens | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|"
+    "| server | concurrency | agg tok/s | TTFT p50 (ms) | TTFT p95 (ms) | TPOT p50 (ms) "
+    "| requests | avg tokens | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 
@@ -44,7 +44,8 @@ def row(lv: Level) -> str:
     name = f"{lv.server} #{lv.round + 1}" if lv.round else lv.server
     return (
         f"| {name} | {lv.concurrency} | {lv.tok_s:.1f} | {lv.ttft(0.5) * 1e3:.0f} "
-        f"| {lv.ttft(0.95) * 1e3:.0f} | {n} | {avg:.1f} | {n - len(lv.ok)} |"
+        f"| {lv.ttft(0.95) * 1e3:.0f} | {lv.tpot(0.5) * 1e3:.2f} | {n} | {avg:.1f} "
+        f"| {n - len(lv.ok)} |"
     )
 
 
@@ -62,8 +63,8 @@ def ratio_table(levels: list[Level], baseline: str, ours_name: str = "localserve
 
     lines = [
         "| concurrency | tok/s ratio (higher is better) | TTFT p50 ratio (lower is better) "
-        "| TTFT p95 ratio |",
-        "|---:|---:|---:|---:|",
+        "| TTFT p95 ratio | TPOT p50 ratio (lower is better) |",
+        "|---:|---:|---:|---:|---:|",
     ]
     for c in sorted({lv.concurrency for lv in levels}):
         pairs = list(zip(runs(ours_name, c), runs(baseline, c)))
@@ -72,7 +73,8 @@ def ratio_table(levels: list[Level], baseline: str, ours_name: str = "localserve
         lines.append(
             f"| {c} | {_median_ratio([(o.tok_s, b.tok_s) for o, b in pairs])} | "
             f"{_median_ratio([(o.ttft(0.5), b.ttft(0.5)) for o, b in pairs])} | "
-            f"{_median_ratio([(o.ttft(0.95), b.ttft(0.95)) for o, b in pairs])} |"
+            f"{_median_ratio([(o.ttft(0.95), b.ttft(0.95)) for o, b in pairs])} | "
+            f"{_median_ratio([(o.tpot(0.5), b.tpot(0.5)) for o, b in pairs])} |"
         )
     return "\n".join(lines) if len(lines) > 2 else ""
 
@@ -117,8 +119,9 @@ def section(
         ),
         "",
         "Streamed chat completions, greedy. *agg tok/s* is all completion tokens of a level "
-        "over its wall time; TTFT is send to first content chunk; *avg tokens* shows how "
-        "close answers came to `--max-tokens` (early EOS makes them shorter).",
+        "over its wall time; TTFT is send to first content chunk; TPOT is the time per "
+        "token after the first, (end - TTFT) / (tokens - 1), per request; *avg tokens* shows "
+        "how close answers came to `--max-tokens` (early EOS makes them shorter).",
         *(
             [
                 "",
