@@ -113,12 +113,14 @@ class Echo(FakeBackend):
 
 
 class Contrary(Echo):
-    """Writes TOKEN, except right after a draft, where it disagrees with the first drafted one."""
+    """Writes TOKEN, except right after a draft, where it disagrees with the first drafted one
+    (whatever that was: a lookup can also draft a token it disagreed with before)."""
 
     def step(self, plan: StepPlan) -> list[int]:
         out = super().step(plan)
-        if any(c.drafts for c in plan.chunks):
-            out[0] = TOKEN + 1
+        drafting = [c for c in plan.chunks if c.drafts]
+        if drafting:
+            out[0] = drafting[0].tokens[-drafting[0].drafts] + 1
         return out
 
 
