@@ -14,16 +14,18 @@ from typing import Any
 from benchmarks._common import REPO, free_port
 from benchmarks._swap_report import CTX_PER_SLOT, SLOTS, STEP_TOKENS, ColdLoad, MiB, Model
 from benchmarks._swap_servers import localserve_cmd, post_ok, server, server_env
+from tests.support import in_process
 from tests.support.daemons import TimedOut, poll, reserved, resident
 
 # Mirrors LlamaCppBackend._load in localserve/backends/llama_cpp.py: default model params on
-# the CPU, one context of slots x ctx cells with a sequence per slot and per-slot KV streams.
+# the CPU, with the extra buffer types the daemon's probe allows here, one context of slots x
+# ctx cells with a sequence per slot and per-slot KV streams.
 # The log callback collects lines as localserve's does (and keeps them off the terminal).
 RAW_LOAD = r"""
 import ctypes, json, re, sys, time
 import llama_cpp as ll
 path = sys.argv[1]
-slots, ctx_slot, step, threads = map(int, sys.argv[2:6])
+slots, ctx_slot, step, threads, extra_bufts = map(int, sys.argv[2:7])
 lines = []
 @ll.llama_log_callback
 def on_log(level, text, user_data):
@@ -32,6 +34,7 @@ ll.llama_log_set(on_log, ctypes.c_void_p(0))
 ll.llama_backend_init()
 mparams = ll.llama_model_default_params()
 mparams.n_gpu_layers = 0
+mparams.use_extra_bufts = bool(extra_bufts)
 cparams = ll.llama_context_default_params()
 n_batch = max(step, slots)
 cparams.n_ctx = ctx_slot * slots
@@ -72,6 +75,7 @@ def raw_load(m: Model, threads: int) -> dict[str, Any]:
         str(CTX_PER_SLOT),
         str(STEP_TOKENS),
         str(threads),
+        str(int(in_process.extra_bufts())),
     ]
     proc = subprocess.run(cmd, capture_output=True, timeout=300, cwd=REPO, env=server_env())
     if proc.returncode != 0:

@@ -18,11 +18,11 @@ import statistics
 import time
 
 from benchmarks._common import cli, command, publish
-from localserve.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
+from localserve.backends.llama_cpp import LlamaCppBackend
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.step import StepChunk, StepPlan
 from localserve.store.resolve import resolve
-from localserve_native import hardware, verdicts
+from tests.support import in_process
 from tests.support.residency_support import gemma_file
 
 MARKERS = ("<!-- bench_step_cost:start -->", "<!-- bench_step_cost:end -->")
@@ -34,25 +34,10 @@ def model_path(name: str) -> str:
     return gemma_file() if name == "gemma3" else resolve(name).path
 
 
-def extra_bufts() -> bool:
-    """As the daemon loads: the probe's kept verdict for this build on this CPU where there is
-    one; otherwise off only where the CPU has AMX (where llama.cpp 0.3.36 built natively dies),
-    since a probe would start a worker process the kernels' figures do not need."""
-    known = verdicts.read(verdicts.build_key()).get("cpu")
-    if known is not None:
-        return known.use_extra_bufts
-    return "amx_tile" not in hardware.read_cpu().flags
-
-
 def step_times(name: str, cells: int, rounds: int) -> dict[int, float]:
     """Median milliseconds of a step of each size in ROWS, at `cells` cells of one slot."""
-    options = LlamaCppOptions(
-        n_slots=1,
-        n_ctx_slot=cells + BATCH,
-        n_threads=2,
-        n_batch=BATCH,
-        use_extra_bufts=extra_bufts(),
-    )
+    # As the daemon loads: with the buffer types the probe's verdict allows on this CPU.
+    options = in_process.options(n_slots=1, n_ctx_slot=cells + BATCH, n_batch=BATCH)
     backend = LlamaCppBackend(name, model_path(name), options)
     try:
         # Token ids spread over the vocabulary: the attention's cost does not depend on text.

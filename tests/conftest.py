@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import daemons, hermetic
+from tests.support import daemons, hermetic, in_process
 from tests.support.daemons import STARTUP_TIMEOUT_S, log_text, stop_daemon
 from tests.support.live import CLIENT_TIMEOUT_S, DEFAULT_ARGS, start_daemon
 
@@ -35,6 +35,9 @@ os.environ["XDG_STATE_HOME"] = os.path.join(_SANDBOX, "state")
 os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
 
 LIVE = Path(__file__).parent / "live"
+# A test marked `kernels` runs llama.cpp in this process: in a child of its own, so that a
+# native crash fails that test alone.
+pytest_plugins = ("tests.support.forked",)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -42,6 +45,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if LIVE in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.live)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--probe-saw-sigill",
+        action="store_true",
+        help="run as on a host whose probe saw llama.cpp's AMX kernels die: every load, in a "
+        "daemon or in-process, goes without extra buffer types",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--probe-saw-sigill"):
+        in_process.force_sigill_verdict()
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,6 @@ test_speculative.py says why), and nearly every draft holds, since the draft is 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 
 import pytest
 
@@ -19,6 +18,7 @@ from localserve.ground.errors import LoadFailed
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.step import StepPlan
 from localserve.store.resolve import resolve
+from tests.support import in_process
 from tests.support.residency_support import gemma_file
 from tests.support.speculative_support import (
     ANSWER_TOKENS,
@@ -30,13 +30,17 @@ from tests.support.speculative_support import (
     prompt_of,
 )
 
-OPTIONS = LlamaCppOptions(n_slots=2, n_ctx_slot=512, n_threads=2, n_batch=512, use_extra_bufts=True)
+pytestmark = pytest.mark.kernels
+
+
+def options(**more: object) -> LlamaCppOptions:
+    return in_process.options(n_slots=2, n_ctx_slot=512, **more)
 
 
 @pytest.fixture(scope="module")
 def backend() -> Iterator[LlamaCppBackend]:
     path = resolve("smollm2").path
-    b = LlamaCppBackend("smollm2", path, replace(OPTIONS, draft_path=path))
+    b = LlamaCppBackend("smollm2", path, options(draft_path=path))
     yield b
     b.close()
 
@@ -144,6 +148,5 @@ def assert_plain_up_to_a_near_tie(
 
 
 def test_a_draft_model_of_another_vocabulary_is_refused_naming_why() -> None:
-    options = replace(OPTIONS, draft_path=gemma_file())
     with pytest.raises(LoadFailed, match="cannot draft for 'smollm2'.*vocabulary"):
-        LlamaCppBackend("smollm2", resolve("smollm2").path, options)
+        LlamaCppBackend("smollm2", resolve("smollm2").path, options(draft_path=gemma_file()))

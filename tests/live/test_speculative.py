@@ -16,12 +16,13 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from localserve.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
+from localserve.backends.llama_cpp import LlamaCppBackend
 from localserve.engine.batching.scheduler import Scheduler
 from localserve.engine.batching.sequence import Sequence
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.step import StepChunk, StepPlan
 from localserve.store.resolve import resolve
+from tests.support import in_process
 from tests.support.residency_support import gemma_file
 from tests.support.speculative_support import (
     ANSWER_TOKENS,
@@ -34,14 +35,13 @@ from tests.support.speculative_support import (
     prompt_of,
 )
 
+pytestmark = pytest.mark.kernels
+
 
 @pytest.fixture(scope="module", params=["smollm2", "gemma3"])
 def backend(request: pytest.FixtureRequest) -> Iterator[LlamaCppBackend]:
     path = resolve("smollm2").path if request.param == "smollm2" else gemma_file()
-    options = LlamaCppOptions(
-        n_slots=1, n_ctx_slot=512, n_threads=2, n_batch=512, use_extra_bufts=True
-    )
-    b = LlamaCppBackend(request.param, path, options)
+    b = LlamaCppBackend(request.param, path, in_process.options(n_slots=1, n_ctx_slot=512))
     yield b
     b.close()
 

@@ -82,3 +82,33 @@ def test_the_formatter_is_never_told_to_skip() -> None:
         if marker in line or "fmt: " + "off" in line
     ]
     assert not skipped, "formatter markers:\n" + "\n".join(skipped)
+
+
+def _lines(*patterns: str) -> Iterator[tuple[Path, int, str]]:
+    for path in _tracked(*patterns):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            yield path, number, line
+
+
+def test_no_test_or_benchmark_hard_codes_llama_cpp_extra_buffer_types() -> None:
+    """They take the probe's verdict (tests/support/in_process.py): hard-coded on, the AMX
+    kernels of an AMX host die in the process that runs them."""
+    hard_coded = re.compile(r"use_extra_bufts\s*=\s*" + "True")  # apart: not to match itself
+    found = [
+        f"{p.relative_to(REPO)}:{n}"
+        for p, n, line in _lines("tests/*.py", "benchmarks/*.py")
+        if hard_coded.search(line)
+    ]
+    assert not found, "hard-coded extra buffer types:\n" + "\n".join(found)
+
+
+def test_a_test_that_decodes_with_llama_cpp_in_process_is_marked_kernels() -> None:
+    """Marked, it runs behind tests/support/forked.py's boundary: a native crash fails it alone."""
+    decodes = ("LlamaCpp" + "Backend(", "llama_" + "decode(")
+    unmarked = [
+        str(p.relative_to(REPO))
+        for p in _tracked("tests/*.py")
+        if any(call in p.read_text(encoding="utf-8") for call in decodes)
+        and "pytest.mark.kernels" not in p.read_text(encoding="utf-8")
+    ]
+    assert not unmarked, "decode in the pytest process, unmarked:\n" + "\n".join(unmarked)

@@ -33,11 +33,12 @@ from localserve_native import verdicts
 log = logging.getLogger(__name__)
 
 
-def extra_bufts_verdict(device: str, worker: WorkerProcess, settings: Settings) -> bool:
+def extra_bufts_verdict(device: str, key: str, settings: Settings) -> bool:
     """Whether `device` loads models with llama.cpp's extra buffer types; probes if need be.
 
-    `worker` is the device's running worker: it names the build it runs (its build key)."""
-    key = str(worker.ask(m.Stats(0), timeout=settings.probe_timeout)["build_key"])
+    `key` names the build that will run them (native/verdicts.py's `build_key`): the daemon asks
+    the device's worker, since a worker may run another build than the daemon's venv; code that
+    runs llama.cpp in its own process (the in-process tests, benchmarks) computes it there."""
     known = verdicts.read(key).get(device)
     if known is not None:
         return known.use_extra_bufts

@@ -175,7 +175,8 @@ class WorkerLoader:
 
     def _extra_bufts(self, device: Device, worker: WorkerProcess) -> bool:
         if device.use_extra_bufts is None:
-            device.use_extra_bufts = extra_bufts_verdict(device.name, worker, self.settings)
+            key = worker.ask(m.Stats(0), timeout=self.settings.probe_timeout)["build_key"]
+            device.use_extra_bufts = extra_bufts_verdict(device.name, str(key), self.settings)
         return device.use_extra_bufts
 
     def _from_worker(self, name: str) -> Callable[[m.Step | m.Embedded], None]:
