@@ -12,7 +12,8 @@ slots keep the numpy argmax and the others llama.cpp's sampler chain, unchanged.
 in `auto` mode use llguidance's lazy lexemes: text is free until the call's trigger, as
 llama.cpp's lazy grammars do.
 
-A grammar llguidance cannot enforce is refused with its reason, never silently loosened.
+A strict schema llguidance cannot enforce is refused with its reason; any other is compiled
+leniently, and the daemon reports what went unenforced (server/chat/structured.py).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def _compiled(grammar: Grammar) -> str:
             raise BadRequest(f"the JSON schema is not JSON: {exc}", grammar.field) from None
         if not isinstance(schema, (dict, bool)):
             raise BadRequest("the JSON schema must be an object", grammar.field)
-        style = cast("JsonCompileOptions", JSON_STYLE)
+        style = cast("JsonCompileOptions", {**JSON_STYLE, "lenient": not grammar.strict})
         # The text, now known to be a schema: llguidance reads it as it is.
         return llguidance.LLMatcher.grammar_from_json_schema(grammar.text, overrides=style)
     except (ValueError, TypeError, RuntimeError) as exc:

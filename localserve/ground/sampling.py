@@ -15,11 +15,14 @@ class Grammar:
 
     `kind` is "json_schema" (`text` is the schema as JSON: structured output) or "lark"
     (llguidance's Lark: tool calls); `field` is the request field an error about it names.
+    A `strict` schema (response_format's `strict: true`) is refused where a keyword cannot be
+    enforced; any other is compiled leniently, the keyword left unenforced and reported.
     """
 
     kind: str
     text: str
     field: str
+    strict: bool = False
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ from aiohttp import web
 
 from localserve.engine.workers.resident import ResidentModel
 from localserve.engine.workers.stream import RequestStream
-from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.units import UNSET, KeepAlive
 from localserve.server.chat.answer_parser import THINK_CLOSE, AnswerParser, Call, Parsed
@@ -146,16 +145,10 @@ class Turn:
 
 
 def check_room(model: ResidentModel, params: SamplingParams) -> None:
-    """What needs the model to check: logit_bias ids in its vocabulary, and a max_tokens no
-    slot could ever give (one larger than the prompt leaves is capped, finish_reason "length",
-    as llama.cpp's server does: clients send their own large defaults)."""
+    """What needs the model to check: logit_bias ids in its vocabulary. A max_tokens is an upper
+    bound, never a refusal: one larger than the prompt leaves is capped to that room and the
+    answer ends "length", as llama.cpp's server, Ollama and LM Studio do (agents send 32000)."""
     model.check_token_ids([t for t, _ in params.logit_bias], "logit_bias")
-    if params.max_tokens is not None and params.max_tokens > model.info.n_ctx_slot:
-        raise BadRequest(
-            f"max_tokens {params.max_tokens} is larger than this model's context per slot "
-            f"({model.info.n_ctx_slot} tokens)",
-            "max_tokens",
-        )
 
 
 def plan_for(model: ResidentModel, ask: ChatAsk) -> ChatPlan:

@@ -22,11 +22,12 @@ from aiohttp import web
 
 from localserve.engine.workers.resident import ResidentModel
 from localserve.ground.errors import BadRequest, ContextOverflow
+from localserve.server.http import request_log
 from localserve.server.http import validation as v
 from localserve.server.http.priority import is_background
 from localserve.server.http.readers import keep_alive, model_name, read_json
 from localserve.server.http.state import MANAGER
-from localserve.server.ollama.options import window
+from localserve.server.ollama.options import CONTEXT_HEADER, window
 from localserve.server.upstream import forward as upstream
 from localserve.server.upstream import ollama as upstream_ollama
 
@@ -82,7 +83,9 @@ async def ollama_embed(request: web.Request) -> web.StreamResponse:
     num_ctx = v.integer(v.obj(body, "options"), "num_ctx", None, 1, 1 << 31)
     async with request.app[MANAGER].acquire(name, keep_alive(body)) as model:
         load_s = time.monotonic() - started
-        ctx = window(model.name, num_ctx, model.info.n_ctx_slot)
+        ctx, cut = window(num_ctx, model.info.n_ctx_slot)
+        if cut is not None:
+            request_log.notice(request, CONTEXT_HEADER, cut)
         tokens = _fit(await model.encode_texts(texts), ctx, truncate) if texts else []
         vectors = await model.embed(tokens, is_background(request)) if tokens else []
     return web.json_response(

@@ -7,7 +7,9 @@ list at all, fails with the nearest names suggested.
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +78,8 @@ class Library:
         its first file left in place (the embedded model, an import), hashed once and kept."""
         if manifest.digest:
             return manifest.digest
+        if manifest.extra.get("served"):
+            return _served_file_digest(manifest.files[0].link or "")
         link = next((f.link for f in manifest.files if f.link), None)
         if link is None or not Path(link).is_file():
             return ""
@@ -86,15 +90,14 @@ class Library:
         return file_digest(link, self.store.root / "digests.json")
 
     def served_digest(self, name: str, path: str) -> str:
-        """What `digest` says for a model served from `path`: /api/tags' digest when the store
-        lists it there; empty for a file served by path, which /api/tags does not list (hashing
-        a large file would hold /api/ps for seconds)."""
+        """What `digest` says for a model served from `path`: /api/tags' digest, the store's
+        when it lists the model, else that of a file served by path (see _served_file_digest)."""
         try:
             manifest = self.find(parse_name(name))
         except BadRequest:
             return ""
         if manifest is None or str(self._served_at(manifest)) != path:
-            return ""
+            return _served_file_digest(path)
         return self.digest(manifest)
 
     def _served_at(self, manifest: Manifest) -> Path:
@@ -110,13 +113,21 @@ class Library:
         """A pulled or imported model wins over an embedded one of the same name."""
         return self.store.read(name) or self._embedded(name)
 
-    def models(self) -> list[Manifest]:
-        """Everything `list` shows; reads manifests, never a blob."""
+    def models(self, served: Iterable[ModelRef] = ()) -> list[Manifest]:
+        """Everything `list` shows; reads manifests, never a blob. `served` are the models the
+        daemon serves, by name: one the store lacks (`serve --model FILE`) is listed too, since
+        agents look a model up in /api/tags before they use it, and pull it when it is not
+        there."""
         found = {m.name: m for m in self.store.manifests_on_disk()}
         for short in EMBEDDED:
             name = parse_name(short)
             if name not in found and (m := self._embedded(name)) is not None:
                 found[name] = m
+        for ref in served:
+            name = parse_name(ref.name)
+            if name not in found and os.path.exists(ref.path):
+                found[name] = self.in_place(name, ref.path, ref.format, ref.path, embedded=False)
+                found[name].extra["served"] = True
         return sorted(found.values(), key=lambda m: str(m.name))
 
     def suggest(self, text: str) -> list[str]:
@@ -189,17 +200,46 @@ class Library:
             raise self.not_found(text)
         return self.store.delete(name)
 
-    def pull(self, text: str, report: Report) -> Manifest:
-        """Blocking: run on a worker thread. The embedded default needs no download, nor does
-        a model imported from a file, which has nowhere else to come from: pulling either is
-        a success at once (Codex pulls every model it is told to use that /api/tags does not
-        list by its exact name)."""
+    def pull(self, text: str, report: Report, served: Iterable[ModelRef] = ()) -> Manifest:
+        """Blocking: run on a worker thread. A model already here is not downloaded again:
+        the embedded default, an import, or one pulled before answer Ollama's stream for a
+        model whose files are all present at once (Codex pulls every model it is told to use
+        that /api/tags does not list by its exact name). `rm` first fetches a newer one."""
         name = None if "/" in text else parse_name(text)
         stored = self.store.read(name) if name is not None else None
         if name is not None and stored is None:
             stored = self._embedded(name)
-        if stored is not None and (stored.embedded or Path(stored.source).is_absolute()):
-            report({"status": "pulling manifest"})
-            report({"status": "success"})
-            return stored
+        if stored is None and name is not None:
+            stored = next((m for m in self.models(served) if m.name == name), None)
+        if stored is not None:
+            return _already_here(stored, report)
         return pull(self.store, self.catalog, text, report)
+
+
+def _already_here(stored: Manifest, report: Report) -> Manifest:
+    """Ollama's pull stream for a model whose files are all here: each file complete, then
+    success, with nothing downloaded."""
+    report({"status": "pulling manifest"})
+    for file in stored.files:
+        digest = file.digest or _served_file_digest(file.link or file.path)
+        report(
+            {
+                "status": f"pulling {digest.removeprefix('sha256:')[:12]}",
+                "digest": digest,
+                "total": file.size,
+                "completed": file.size,
+            }
+        )
+    report({"status": "success"})
+    return stored
+
+
+def _served_file_digest(path: str) -> str:
+    """A digest for a file served by path, from where it is, its size and its time: stable while
+    the file is, and cheap (hashing gigabytes would hold /api/tags and /api/ps for seconds)."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return ""
+    identity = f"{os.path.abspath(path)}\0{stat.st_size}\0{stat.st_mtime_ns}"
+    return "sha256:" + hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()

@@ -100,15 +100,6 @@ def test_a_seed_makes_sampling_reproducible(ollama_client: ollama.Client) -> Non
     assert a.response == b.response
 
 
-def test_num_ctx_beyond_a_slot_is_a_400_giving_the_slots_context(
-    ollama_client: ollama.Client,
-) -> None:
-    with pytest.raises(ollama.ResponseError) as err:
-        ollama_client.generate(model=MODEL, prompt="Hi", options={"num_ctx": 131072})
-    assert err.value.status_code == 400 and "num_ctx" in err.value.error
-    assert "1024 tokens" in err.value.error
-
-
 def test_num_ctx_up_to_a_slot_is_honoured(ollama_client: ollama.Client) -> None:
     r = ollama_client.generate(
         model=MODEL, prompt="Hi", options={"num_ctx": 1024, "num_predict": 2}

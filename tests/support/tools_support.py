@@ -47,3 +47,17 @@ def tools_ollama(tools_daemon) -> Iterator[ollama.Client]:
     c = ollama.Client(host=tools_daemon[1], timeout=CLIENT_TIMEOUT_S)
     yield c
     c._client.close()
+
+
+# A tool's parameters with a keyword llguidance does not implement (`propertyNames`, as some of
+# Claude Code's tools have sent): compiled leniently, it goes unenforced.
+NAMES_BY_PATTERN = {
+    "type": "object",
+    "properties": {
+        "labels": {
+            "type": "object",
+            "propertyNames": {"pattern": "^[a-z]+$"},
+            "additionalProperties": {"type": "string"},
+        }
+    },
+}

@@ -58,8 +58,8 @@ class ModelManager:
         self.pools = {pool.device: pool for pool in pools}
         self.load_counts: dict[str, int] = {}
         self.tally = ResidencyTally()
-        # Models first named by a file path keep answering to their name after an eviction.
-        self._known: dict[str, ModelRef] = {}
+        # Every model resolved: one named by a path keeps its name, and its listing, evicted.
+        self.known: dict[str, ModelRef] = {}
         self._resident: dict[str, ResidentModel] = {}
         self._loading: dict[str, asyncio.Task[ResidentModel]] = {}
         self._waiters: dict[str, int] = {}
@@ -122,8 +122,8 @@ class ModelManager:
         placement than `pin` asks for is reloaded, as Ollama reloads a model for a request
         with another num_gpu: it stops taking requests, drains, and goes.
         """
-        ref = self._known.get(canonical_name(name)) or await self._resolve(name, allow_path)
-        self._known[ref.name] = ref
+        ref = self.known.get(canonical_name(name)) or await self._resolve(name, allow_path)
+        self.known[ref.name] = ref
         started = time.monotonic()
         reloading: ResidentModel | None = None
         try:

@@ -330,4 +330,5 @@ def _format(config: v.JSON) -> Any:
             "'output_config.format' must be {'type': 'json_schema', 'schema': {...}}",
             "output_config",
         )
-    return structured.schema_grammar(fmt["schema"], "output_config")
+    # Strict, as Anthropic's own structured outputs are: a keyword it cannot enforce is refused.
+    return structured.schema_grammar(fmt["schema"], "output_config", strict=True)

@@ -6,11 +6,15 @@ mode, in both, is a schema too: any JSON object.
 from __future__ import annotations
 
 import json
-from typing import Any
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, cast
 
 from localserve.ground.errors import BadRequest
-from localserve.ground.sampling import Grammar
+from localserve.ground.sampling import JSON_STYLE, Grammar
 from localserve.server.http import validation as v
+
+if TYPE_CHECKING:
+    from llguidance._lib import JsonCompileOptions
 
 ANY_OBJECT = json.dumps({"type": "object"})
 # Where a schema holds more schemas: by name, a list of them, or a map of names to them.
@@ -45,13 +49,13 @@ def closed(schema: Any, merged: bool = False) -> Any:
     return out
 
 
-def _schema(text: str, field: str) -> Grammar:
-    return Grammar("json_schema", text, field)
+def _schema(text: str, field: str, strict: bool = False) -> Grammar:
+    return Grammar("json_schema", text, field, strict)
 
 
-def schema_grammar(schema: dict[str, Any], field: str) -> Grammar:
+def schema_grammar(schema: dict[str, Any], field: str, strict: bool = False) -> Grammar:
     """A JSON Schema a client sent, closed as `closed` says, as the answer's grammar."""
-    return _schema(json.dumps(closed(schema)), field)
+    return _schema(json.dumps(closed(schema)), field, strict)
 
 
 def from_response_format(body: v.JSON) -> Grammar | None:
@@ -74,7 +78,8 @@ def from_response_format(body: v.JSON) -> Grammar | None:
                 "'response_format.json_schema.schema' must be a JSON Schema object",
                 "response_format",
             )
-        return schema_grammar(schema, "response_format")
+        strict = isinstance(spec, dict) and spec.get("strict") is True
+        return schema_grammar(schema, "response_format", strict)
     raise BadRequest(
         f"'response_format.type' must be 'text', 'json_object' or 'json_schema', not {kind!r}",
         "response_format",
@@ -91,3 +96,35 @@ def from_format(body: v.JSON) -> Grammar | None:
     if isinstance(fmt, dict):
         return schema_grammar(fmt, "format")
     raise BadRequest(f"'format' must be \"json\" or a JSON Schema object, not {fmt!r}", "format")
+
+
+UNENFORCED_HEADER = "X-Localserve-Unenforced"
+UNCONSTRAINED_HEADER = "X-Localserve-Unconstrained"
+_HEADER_TEXT = 400  # characters of llguidance's words a header carries at most
+
+
+@lru_cache(maxsize=64)  # an agent sends the same tools every turn
+def unenforced(grammar: Grammar) -> tuple[list[str], str | None]:
+    """What llguidance leaves unenforced in a lenient grammar (its warnings: `Unimplemented
+    keys: ["propertyNames"]`, `Unknown format: ...`), and why it cannot compile it at all, if it
+    cannot. Blocking (a compile, milliseconds for an agent's two dozen tools): run it off the
+    event loop."""
+    import llguidance
+
+    try:
+        if grammar.kind == "lark":
+            compiled = llguidance.LLMatcher.grammar_from_lark(grammar.text)
+        else:
+            style = cast("JsonCompileOptions", {**JSON_STYLE, "lenient": not grammar.strict})
+            compiled = llguidance.LLMatcher.grammar_from_json_schema(grammar.text, overrides=style)
+        failed, said = llguidance.LLMatcher.validate_grammar_with_warnings(compiled)
+    except (ValueError, TypeError, RuntimeError) as exc:
+        return [], str(exc)
+    return ([], "; ".join(said)) if failed else (list(said), None)
+
+
+def header_text(words: str) -> str:
+    """llguidance's words as a header value: one line of printable ASCII (a schema's format
+    names are the client's own text)."""
+    plain = "".join(c if " " <= c <= "~" else "?" for c in " ".join(words.split()))
+    return plain[:_HEADER_TEXT]

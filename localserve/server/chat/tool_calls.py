@@ -222,7 +222,9 @@ def grammar(tools: ToolRequest, fmt: CallFormat) -> Grammar:
     lit = json.dumps
     rules = ["%llguidance {}"]
     for i, f in enumerate(tools.offered):
-        schema = json.dumps({**closed(f.parameters), "x-guidance": JSON_STYLE})
+        # Lenient: a keyword llguidance lacks (Claude Code's `propertyNames`) goes unenforced,
+        # reported (server/chat/structured.py's `unenforced`), rather than refuse the request.
+        schema = json.dumps({**closed(f.parameters), "x-guidance": {**JSON_STYLE, "lenient": True}})
         rules.append(
             f'fn_{i}: {lit(lit(f.name) + ", " + lit(fmt.args_key) + ": ")} %json {schema} "}}"'
         )

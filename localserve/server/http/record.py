@@ -3,7 +3,7 @@ its arrival (server/http/request_log.py) to its end (request_log and metrics rea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from localserve.engine.workers.stream import RequestStream
@@ -22,6 +22,9 @@ class Record:
     sequence: RequestStream | None = None
     status: int = 0
     seconds: float = 0.0
+    # What the server changed of the request instead of refusing it, by response header (a
+    # num_ctx above the loaded context, schema keywords left unenforced): sent and logged.
+    notices: dict[str, str] = field(default_factory=dict)
 
     def fields(self) -> dict[str, Any]:
         seq = self.sequence
@@ -33,6 +36,8 @@ class Record:
             "status": self.status,
             "seconds": round(self.seconds, 4),
         }
+        if self.notices:
+            out["notices"] = dict(self.notices)
         if seq is not None:
             ttft = seq.timings().ttft_s
             out.update(
@@ -56,4 +61,6 @@ class Record:
         text += f" total={self.seconds:.3f}s"
         if self.sequence is not None:
             text += f" ended={f['ended'] or '-'}"
+        for header, notice in self.notices.items():
+            text += f" {header.removeprefix('X-Localserve-').lower()}={notice!r}"
         return text

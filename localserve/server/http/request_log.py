@@ -23,13 +23,15 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
 
 from localserve.engine.workers.resident import ResidentModel
 from localserve.engine.workers.stream import RequestStream
-from localserve.ground.sampling import SamplingParams
+from localserve.ground.sampling import Grammar, SamplingParams
+from localserve.server.chat import structured
 from localserve.server.http.metrics import METRICS
 from localserve.server.http.priority import with_priority
 from localserve.server.http.readers import BODY
@@ -131,10 +133,19 @@ def _prompt_text(request: web.Request) -> Any:
     return body.get("messages") or body.get("prompt") or body.get("input_prefix")
 
 
-async def add_request_id(request: web.Request, response: web.StreamResponse) -> None:
+def notice(request: web.Request, header: str, text: str) -> None:
+    """Tell the client, in `header`, and the log line, what the server changed of its request
+    rather than refuse it. Set before the answer is prepared, as every face does."""
+    record = record_of(request)
+    if record is not None:
+        record.notices[header] = text
+
+
+async def add_record_headers(request: web.Request, response: web.StreamResponse) -> None:
     record = record_of(request)
     if record is not None:
         response.headers[HEADER] = record.id
+        response.headers.update(record.notices)
 
 
 @asynccontextmanager
@@ -150,6 +161,8 @@ async def generation(
     the request's record for the log line and the metrics (every face generates through
     here)."""
     params = with_priority(request, params)
+    if params.grammar is not None:
+        params = await _lenient(request, params, params.grammar)
     async with model.generation(prompt, params, prompt_field, want_tokens) as seq:
         record = record_of(request)
         if record is not None:
@@ -157,6 +170,27 @@ async def generation(
         yield seq
 
 
+async def _lenient(
+    request: web.Request, params: SamplingParams, grammar: Grammar
+) -> SamplingParams:
+    """Tool and response schemas never fail a request for a keyword the grammar cannot enforce:
+    it is left unenforced and said; a grammar that cannot compile at all is dropped, the answer
+    unconstrained and parsed as ever, and said too. A strict one is left for the worker to
+    refuse, with a 400 that names the keyword, as before."""
+    loop = asyncio.get_running_loop()
+    dropped, failed = await loop.run_in_executor(None, structured.unenforced, grammar)
+    if grammar.strict:
+        return params
+    if failed is not None:
+        log.warning("%s cannot be enforced, so it is not: %s", grammar.field, failed)
+        notice(request, structured.UNCONSTRAINED_HEADER, structured.header_text(failed))
+        return replace(params, grammar=None)
+    if dropped:
+        log.info("%s: not enforced: %s", grammar.field, "; ".join(dropped))
+        notice(request, structured.UNENFORCED_HEADER, structured.header_text("; ".join(dropped)))
+    return params
+
+
 def install(app: web.Application, log_prompts: bool) -> None:
     app[LOG_PROMPTS] = log_prompts
-    app.on_response_prepare.append(add_request_id)
+    app.on_response_prepare.append(add_record_headers)

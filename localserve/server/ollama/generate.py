@@ -38,6 +38,7 @@ from localserve.server.http.readers import (
 from localserve.server.http.state import MANAGER
 from localserve.server.ollama import template as ollama_template
 from localserve.server.ollama.options import (
+    CONTEXT_HEADER,
     OllamaOptions,
     answer_room,
     fit_prompt,
@@ -96,7 +97,9 @@ class OllamaGeneration:
         manager = self.request.app[MANAGER]
         async with manager.acquire(self.name, stay, opts.pin) as model:
             self.load_s = time.monotonic() - self.started
-            ctx = window(model.name, opts.num_ctx, model.info.n_ctx_slot)
+            ctx, cut = window(opts.num_ctx, model.info.n_ctx_slot)
+            if cut is not None:
+                request_log.notice(self.request, CONTEXT_HEADER, cut)
             plan = plan_chat(model, tools, think)
             tokens = await self._encode(model, plan, body, opts, ctx)
             room = answer_room(opts.params, len(tokens), ctx, model.default_max_tokens)

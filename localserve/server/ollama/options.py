@@ -4,8 +4,10 @@ Ollama's defaults differ from OpenAI's (top_p 0.9, min_p 0, repeat_penalty 1.1 o
 64 tokens), and an Ollama user expects them: they are what `ollama run` gives.
 
 `num_ctx` asks for a context window. Ours is fixed per slot at load (no request allocates KV),
-so a `num_ctx` up to a slot's context is honoured and a larger one refused with a 400 that
-gives the figure (the one /api/show, /api/ps and /v1/models report). A prompt that does not
+so a `num_ctx` up to a slot's context is honoured; a larger one runs in the loaded context, and
+the answer's `X-Localserve-Context` header says so with the figure (the one /api/show, /api/ps
+and /v1/models report): agents send large ones, and a refusal failed their first request. A
+prompt that does not
 fit is not refused, as Ollama's runner does not refuse it: it keeps the first `num_keep` tokens
 and the most recent ones. Ollama then shifts the window while it generates; we cannot, so the
 prompt is cut to half the window to leave the answer room, and the answer ends with
@@ -18,7 +20,6 @@ import logging
 from dataclasses import dataclass, replace
 
 from localserve.engine.residency.placement import Pin
-from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import SamplingParams
 from localserve.server.chat import structured
 from localserve.server.http import validation as v
@@ -77,19 +78,18 @@ def placement_pin(o: v.JSON) -> Pin:
     )
 
 
-def window(model: str, num_ctx: int | None, slot_ctx: int) -> int:
-    """The context a request gets: its num_ctx, up to a slot's context. Above it, a 400: an
-    answer that silently had less room than asked would be worse."""
-    if num_ctx is None:
-        return slot_ctx
-    if num_ctx > slot_ctx:
-        raise BadRequest(
-            f"num_ctx {num_ctx} is larger than a slot's context for '{model}' ({slot_ctx} tokens, "
-            "as /api/show reports it); ask for at most that, or start the daemon with a larger "
-            "--ctx",
-            "num_ctx",
-        )
-    return num_ctx
+CONTEXT_HEADER = "X-Localserve-Context"
+
+
+def window(num_ctx: int | None, slot_ctx: int) -> tuple[int, str | None]:
+    """The context a request gets: its num_ctx, up to a slot's context; above it, the slot's
+    context and the notice that says so (never silently: the answer has less room than asked)."""
+    if num_ctx is None or num_ctx <= slot_ctx:
+        return num_ctx or slot_ctx, None
+    return slot_ctx, (
+        f"{slot_ctx}; num_ctx {num_ctx} is above the loaded context, so it runs in {slot_ctx} "
+        "(start the daemon with a larger --ctx for more)"
+    )
 
 
 def fit_prompt(tokens: list[int], ctx: int, num_keep: int) -> list[int]:

@@ -33,6 +33,7 @@ from localserve.store.importer import Roots, import_model, scan
 from localserve.store.library import Library
 from localserve.store.manifest import Manifest
 from localserve.store.names import parse_name
+from localserve.store.resolve import canonical_name
 
 # The pulls running now, by name: their latest progress, for /health (the tray shows it).
 PULLS = web.AppKey("pulls", dict)
@@ -63,11 +64,18 @@ def _details(manifest: Manifest) -> dict[str, Any]:
     }
 
 
+def _served(request: web.Request) -> list[ModelRef]:
+    """The models this daemon serves by name, loaded or not (a `serve --model FILE` one too)."""
+    manager = request.app.get(MANAGER)
+    return list(manager.known.values()) if manager is not None else []
+
+
 async def tags(request: web.Request) -> web.Response:
     library = model_library(request)
+    served = _served(request)
 
     def listed() -> list[tuple[Manifest, str]]:  # hashing a file in place takes a moment, once
-        return [(m, library.digest(m)) for m in library.models()]
+        return [(m, library.digest(m)) for m in library.models(served)]
 
     models = [
         {
@@ -125,8 +133,7 @@ async def show(request: web.Request) -> web.Response:
     target = upstream.route(request, {"model": name})
     if target is not None:
         return web.json_response(listing.ollama_show(target))
-    loaded = request.app[MANAGER].get(name)
-    served = None if loaded is None else ModelRef(loaded.name, loaded.info.path, loaded.info.format)
+    served = request.app[MANAGER].known.get(canonical_name(name))
     manifest, facts = await _off_loop(model_library(request).show, name, served)
     template = facts.pop("chat_template", None) or ""
     capabilities = list(facts.get("capabilities") or ["completion"])
@@ -163,8 +170,9 @@ async def pull(request: web.Request) -> web.StreamResponse:
     name = model_name(body)
     stream = v.boolean(body, "stream", True)
     library = model_library(request)
+    served = _served(request)
     # Refuse a bad or unknown name with its own status, before any stream starts.
-    await _off_loop(_check_pullable, library, name)
+    await _off_loop(_check_pullable, library, name, served)
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
     cancelled = threading.Event()
@@ -185,7 +193,7 @@ async def pull(request: web.Request) -> web.StreamResponse:
         pulls.pop(name, None)
         queue.put_nowait(None)
 
-    task = loop.run_in_executor(None, library.pull, name, report)
+    task = loop.run_in_executor(None, library.pull, name, report, served)
     task.add_done_callback(lambda _: loop.call_soon_threadsafe(done, None))
     try:
         if not stream:
@@ -208,13 +216,14 @@ async def pull(request: web.Request) -> web.StreamResponse:
 _PROGRESS = ("status", "completed", "total")
 
 
-def _check_pullable(library: Library, name: str) -> None:
+def _check_pullable(library: Library, name: str, served: list[ModelRef]) -> None:
     if looks_like_ref(name):
         parse_ref(name)
         return
     parsed = parse_name(name)
     if library.find(parsed) is None and library.catalog.get(parsed) is None:
-        raise library.not_found(name)
+        if all(parse_name(ref.name) != parsed for ref in served):
+            raise library.not_found(name)
 
 
 async def delete(request: web.Request) -> web.Response:

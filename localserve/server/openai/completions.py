@@ -297,7 +297,9 @@ async def _created(request: web.Request) -> dict[str, int]:
     """Every model a request may name, with when it was made: the library's (loaded or not)
     and those served by path."""
     manager = request.app[MANAGER]
-    stored = await asyncio.get_running_loop().run_in_executor(None, model_library(request).models)
+    served = list(manager.known.values())
+    listed = model_library(request).models
+    stored = await asyncio.get_running_loop().run_in_executor(None, listed, served)
     created = {m.name.short: int(m.created_at) for m in stored}
     for m in manager.models:
         created.setdefault(m.name, int(m.loaded_at))

@@ -5,7 +5,7 @@ are not listed; a body with an unknown field is a 400."""
 from __future__ import annotations
 
 from localserve.server.http.validation import MAX_STOP_CHARS, MAX_STOPS
-from localserve.server.openapi.fields import MODEL, PRIORITY, SPECULATIVE
+from localserve.server.openapi.fields import MODEL, OUTPUT_CAP, PRIORITY, SPECULATIVE
 from localserve.server.openapi.shapes import (
     FREE_OBJECT,
     NAT,
@@ -127,7 +127,7 @@ _A_STOP = {"type": "string", "maxLength": MAX_STOP_CHARS}
 MESSAGES_REQUEST = obj(
     {
         **A_PROMPT,
-        "max_tokens": integer(1, 1 << 30, doc="at most a slot's context (a larger one is a 400)"),
+        "max_tokens": integer(1, 1 << 30, doc=OUTPUT_CAP),
         "stop_sequences": nullable(array(_A_STOP, maxItems=MAX_STOPS)),
         "temperature": number(0, 1, 0.8),
         "top_p": number(0, 1, 0.95),

@@ -141,9 +141,12 @@ PRIORITY = {
 }
 
 # OpenAI's sampling fields, with llama.cpp's top_k, min_p and repeat_penalty.
+# Output caps are upper bounds (server/chat_turn.py check_room), never refusals.
+OUTPUT_CAP = 'at most; one above the room the prompt leaves is clamped to it, ending "length"'
+
 OPENAI_SAMPLING = {
     "n": integer(1, 1, 1, "only 1"),
-    "max_tokens": integer(1, 1 << 30, doc="at most a slot's context (a larger one is a 400)"),
+    "max_tokens": integer(1, 1 << 30, doc=OUTPUT_CAP),
     "max_completion_tokens": integer(1, 1 << 30, doc="max_tokens' newer name, which wins"),
     "logit_bias": nullable(
         {
@@ -172,7 +175,11 @@ OLLAMA_OPTIONS = nullable(
     obj(
         {
             "num_predict": integer(-2, NO_LIMIT, -1, "-1: until the window is full; -2: fill it"),
-            "num_ctx": integer(1, NO_LIMIT, doc="at most a slot's context (a larger one is a 400)"),
+            "num_ctx": integer(
+                1,
+                NO_LIMIT,
+                doc="up to a slot's context; above it, runs in that (X-Localserve-Context says so)",
+            ),
             "num_keep": integer(-1, NO_LIMIT, 4),
             "seed": integer(*SEED, default=-1),
             "temperature": number(0, 10, 0.8),

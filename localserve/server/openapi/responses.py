@@ -4,7 +4,7 @@ body with an unknown field is a 400."""
 
 from __future__ import annotations
 
-from localserve.server.openapi.fields import MODEL, PRIORITY, SPECULATIVE
+from localserve.server.openapi.fields import MODEL, OUTPUT_CAP, PRIORITY, SPECULATIVE
 from localserve.server.openapi.shapes import (
     FREE_OBJECT,
     INT,
@@ -113,7 +113,7 @@ RESPONSES_REQUEST = obj(
             NULL,
         ),
         "parallel_tool_calls": boolean(True),
-        "max_output_tokens": integer(1, 1 << 30, doc="at most a slot's context"),
+        "max_output_tokens": integer(1, 1 << 30, doc=OUTPUT_CAP),
         "speculative": SPECULATIVE,
         "priority": PRIORITY,
         "temperature": number(0, 2, 0.8),

@@ -340,7 +340,7 @@ def _format(text: v.JSON) -> Grammar | None:
     if kind == "json_object":
         return Grammar("json_schema", structured.ANY_OBJECT, "text")
     if kind == "json_schema" and isinstance(fmt.get("schema"), dict):
-        return structured.schema_grammar(fmt["schema"], "text")
+        return structured.schema_grammar(fmt["schema"], "text", fmt.get("strict") is True)
     raise BadRequest(
         "'text.format' must be text, json_object or {'type': 'json_schema', "
         "'name': ..., 'schema': {...}}",
