@@ -4,7 +4,8 @@
 - `abort-at-step:N`: the worker kills itself with SIGABRT inside its Nth step;
 - `sigill-with-extra-bufts`: it dies of SIGILL on the first step of a model loaded with
   llama.cpp's extra buffer types, as llama.cpp's AMX kernels do on some Xeons;
-- `hang-with-extra-bufts`: that step never ends, as a wedged kernel's would.
+- `hang-with-extra-bufts`: that step never ends, as a wedged kernel's would;
+- `slow-steps:MS`: every step takes MS milliseconds more, as a long prompt's prefill would.
 
 Anything else in the switch stops the worker at its start, so that a misspelt fault cannot
 pass for a test that ran without one.
@@ -20,13 +21,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 SWITCH = "LOCALSERVE_TEST_FAULT"
-KINDS = ("abort-at-step", "sigill-with-extra-bufts", "hang-with-extra-bufts")
+KINDS = ("abort-at-step", "sigill-with-extra-bufts", "hang-with-extra-bufts", "slow-steps")
+_NUMBERED = ("abort-at-step", "slow-steps")
 
 
 @dataclass(frozen=True)
 class Fault:
     kind: str = ""  # "" (none), or one of KINDS
-    at_step: int = 0  # abort-at-step's N
+    at_step: int = 0  # abort-at-step's N; slow-steps' milliseconds
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Fault:
@@ -34,7 +36,7 @@ class Fault:
         if not text:
             return cls()
         kind, _, number = text.partition(":")
-        if kind not in KINDS or (kind == "abort-at-step") != number.isdigit():
+        if kind not in KINDS or (kind in _NUMBERED) != number.isdigit():
             raise SystemExit(f"{SWITCH}={text!r}: not a fault (one of {', '.join(KINDS)})")
         return cls(kind, int(number or 0))
 
@@ -47,6 +49,8 @@ class Fault:
         elif self.kind == "hang-with-extra-bufts" and extra_bufts_loaded:
             while True:
                 time.sleep(3600)
+        elif self.kind == "slow-steps":
+            time.sleep(self.at_step / 1000)
 
 
 def _die(sig: signal.Signals) -> None:

@@ -6,8 +6,9 @@ a `stop_reason` (`end_turn`, `max_tokens`, `stop_sequence`, `tool_use`) and `usa
 `cache_read_input_tokens` are the prompt's tokens the prefix cache held (Anthropic counts
 `input_tokens` without them). Streamed, it is Anthropic's named events: `message_start`, a
 `ping`, each block's `content_block_start`, `_delta` (`text_delta`, `thinking_delta`,
-`input_json_delta`) and `_stop`, then `message_delta` and `message_stop`; a `ping` every
-PING_S while the prompt prefills, and an `error` event if the engine fails mid-way.
+`input_json_delta`) and `_stop`, then `message_delta` and `message_stop`; an SSE comment every
+KEEPALIVE_S while the prompt prefills (no event may come before `message_start`, which carries
+the cached tokens), a `ping` when the answer pauses, and an `error` event if the engine fails.
 
 An upstream model's answer (server/upstream/agents.py) is written by the same code: its turn is
 an `Answering` too.
@@ -26,12 +27,10 @@ from localserve.server.chat.answer_blocks import CALL, TEXT, THINKING, AnswerBlo
 from localserve.server.chat.answer_parser import Call
 from localserve.server.chat_turn import Answering, prompt_tokens
 from localserve.server.http.readers import read_json
-from localserve.server.http.streaming import open_sse, send_named
+from localserve.server.http.streaming import KEEPALIVE_S, open_sse, send_keepalive, send_named
 from localserve.server.upstream import agent_translate, agents
 from localserve.server.upstream import forward as upstream
 from localserve.server.upstream.registry import Route
-
-PING_S = 10.0
 
 
 def tool_use_id(call: Call) -> str:
@@ -107,16 +106,18 @@ class Answer:
         blocks = AnswerBlocks()
         started = False
         try:
-            async for piece in turn.pieces(idle_s=PING_S):
+            async for piece in turn.pieces(idle_s=KEEPALIVE_S):
+                if piece is None:  # an SSE comment: no event may come before message_start
+                    await (
+                        send_named(response, "ping", {}) if started else send_keepalive(response)
+                    )
+                    continue
                 if not started:  # after the prefill, when the cached tokens are known
                     await send_named(
                         response, "message_start", {"message": self.message(turn, [], False)}
                     )
                     await send_named(response, "ping", {})
                     started = True
-                if piece is None:
-                    await send_named(response, "ping", {})
-                    continue
                 for event in blocks.feed(piece):
                     await self._send_block_event(response, event.kind, event.block, event.text)
             for event in blocks.finish():

@@ -1,5 +1,11 @@
 """Server-sent events for streamed answers: data-only (OpenAI's chat) or named (Anthropic's,
-OpenAI's Responses)."""
+OpenAI's Responses).
+
+While a long prompt prefills nothing else would be written for seconds or minutes, and clients
+time out on a silent stream: every KEEPALIVE_S with nothing new, a stream gets an SSE comment,
+which every SSE reader skips (Lemonade sends `: ping` every second; Ollama's NDJSON has no such
+line, so its streams get none).
+"""
 
 from __future__ import annotations
 
@@ -19,6 +25,13 @@ async def open_sse(request: web.Request) -> web.StreamResponse:
     )
     await response.prepare(request)
     return response
+
+
+KEEPALIVE_S = 1.0
+
+
+async def send_keepalive(response: web.StreamResponse) -> None:
+    await response.write(b": keep-alive\n\n")
 
 
 async def send_event(response: web.StreamResponse, payload: dict[str, Any]) -> None:

@@ -30,7 +30,13 @@ from localserve.server.http.readers import (
     read_json,
 )
 from localserve.server.http.state import MANAGER, context_length, model_library
-from localserve.server.http.streaming import open_sse, send_done, send_event
+from localserve.server.http.streaming import (
+    KEEPALIVE_S,
+    open_sse,
+    send_done,
+    send_event,
+    send_keepalive,
+)
 from localserve.server.upstream import forward as upstream
 from localserve.server.upstream import listing
 
@@ -245,8 +251,10 @@ class Generation:
             first["delta"] = {"role": "assistant", "content": ""}
             await send_event(response, {**self._envelope(model, first, True), **extra})
         try:
-            async for piece in parsed(seq, parser):
-                assert piece is not None
+            async for piece in parsed(seq, parser, KEEPALIVE_S):
+                if piece is None:
+                    await send_keepalive(response)
+                    continue
                 for choice in self._deltas(piece):
                     await send_event(response, {**self._envelope(model, choice, True), **extra})
         except EngineError as exc:

@@ -29,7 +29,7 @@ from localserve.server.chat.answer_blocks import CALL, THINKING, AnswerBlocks, B
 from localserve.server.chat_turn import Answering
 from localserve.server.http.errors import Refused
 from localserve.server.http.readers import read_json
-from localserve.server.http.streaming import open_sse, send_named
+from localserve.server.http.streaming import KEEPALIVE_S, open_sse, send_keepalive, send_named
 from localserve.server.responses.request import ResponsesRequest, read_request
 from localserve.server.responses.store import RESPONSES, ResponseStore
 from localserve.server.upstream import agent_translate, agents
@@ -207,7 +207,10 @@ class Answer:
         await self.emit(response, "response.created", response=self.body(turn, "in_progress"))
         await self.emit(response, "response.in_progress", response=self.body(turn, "in_progress"))
         try:
-            async for piece in turn.pieces():
+            async for piece in turn.pieces(idle_s=KEEPALIVE_S):
+                if piece is None:
+                    await send_keepalive(response)
+                    continue
                 for event in self.blocks.feed(piece):
                     await self._block_event(response, event.kind, event.block, event.text)
             for event in self.blocks.finish():

@@ -3,6 +3,8 @@ and a misspelt fault stops the worker instead of passing for none."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from localserve.engine.worker.faults import SWITCH, Fault
@@ -31,3 +33,11 @@ def test_a_misspelt_fault_stops_the_worker(text: str) -> None:
 def test_a_fault_on_extra_buffer_types_waits_for_a_model_loaded_with_them() -> None:
     Fault("sigill-with-extra-bufts").at(1, extra_bufts_loaded=False)  # returns: not due
     Fault("abort-at-step", 5).at(4, extra_bufts_loaded=True)
+
+
+def test_slow_steps_take_their_milliseconds_longer() -> None:
+    fault = Fault.from_env({SWITCH: "slow-steps:50"})
+    assert fault == Fault("slow-steps", 50)
+    started = time.monotonic()
+    fault.at(1, extra_bufts_loaded=False)
+    assert time.monotonic() - started >= 0.05
