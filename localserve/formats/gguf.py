@@ -229,6 +229,7 @@ def layered(
         output_largest=head,
         compute_mask=cells_full * n_ubatch * F16,
         tensors=tuple(placed),
+        n_ctx_slot=n_ctx_slot,
     )
 
 

@@ -60,6 +60,8 @@ class LayeredEstimate:
     # (layer, file offset, bytes) of every tensor, for the mapped span; INPUT for the input
     # embeddings, n_layers for the output layer. Empty: weights are counted, not spanned.
     tensors: tuple[tuple[int, int, int], ...] = ()
+    # The context per slot this estimate sizes (0: not a slot count's, an ONNX model's).
+    n_ctx_slot: int = 0
 
     @property
     def n_layers(self) -> int:

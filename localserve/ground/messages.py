@@ -29,6 +29,8 @@ class Load(msgspec.Struct, tag=True):
     # Layers offloaded to `device` (ggml's name for it, "Vulkan0"); None and 0: the CPU only.
     gpu_layers: int = 0
     device: str | None = None
+    # The context per slot the daemon sized and reserved (0: the settings' ctx).
+    n_ctx_slot: int = 0
 
 
 class Loaded(msgspec.Struct, tag=True):

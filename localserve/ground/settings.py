@@ -108,7 +108,7 @@ class Settings:
         unset="auto",
     )
     parallel: int = setting(4, WHOLE, "slots per model: requests decoded together")
-    ctx: int = setting(4096, WHOLE, "context tokens per slot")
+    ctx: int = setting(0, WHOLE, "context tokens per slot (0: each model's, fitted to memory)")
     threads: int = setting(0, WHOLE, "CPU threads for kernels (0: every core this process may use)")
     step_tokens: int = setting(512, WHOLE, "token budget of one batched step")
     max_queue: int = setting(64, WHOLE, "requests that may wait for a slot, per model")

@@ -117,9 +117,20 @@ def test_ollama_format_with_a_schema_validates(ollama_client: ollama.Client) -> 
     jsonschema.validate(json.loads(answer.response), PERSON)
 
 
-def test_a_schema_keyword_that_cannot_be_enforced_is_a_400_naming_it(client) -> None:
-    schema = {"type": "object", "properties": {"n": {"type": "array", "uniqueItems": True}}}
-    fmt = {"type": "json_schema", "json_schema": {"name": "n", "schema": schema}}
+UNIQUE = {"type": "object", "properties": {"n": {"type": "array", "uniqueItems": True}}}
+
+
+def test_a_schema_keyword_that_cannot_be_enforced_is_left_unenforced_and_named(client) -> None:
+    fmt = {"type": "json_schema", "json_schema": {"name": "n", "schema": UNIQUE}}
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=ASK, response_format=fmt, max_tokens=40, temperature=0
+    )
+    assert "uniqueItems" in raw.headers["X-Localserve-Unenforced"]
+    assert (raw.parse().choices[0].message.content or "").startswith("{")
+
+
+def test_in_a_strict_schema_a_keyword_that_cannot_be_enforced_is_a_400_naming_it(client) -> None:
+    fmt = {"type": "json_schema", "json_schema": {"name": "n", "schema": UNIQUE, "strict": True}}
     with pytest.raises(openai.BadRequestError, match="uniqueItems"):
         openai_json(client, fmt)
 

@@ -12,22 +12,32 @@ manager a fake loader, so every residency rule runs in milliseconds.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from localserve.engine.residency.placement import Placement
 from localserve.engine.workers.resident import ResidentModel
 from localserve.formats import MemoryEstimate
 from localserve.formats.errors import refused_as_load_failure
 from localserve.formats.gguf import check_gguf, layered
+from localserve.formats.gguf_header import GGUFHeader
 from localserve.formats.offload import LayeredEstimate, unsplit
 from localserve.formats.onnx import estimate_onnx, provider_for_estimate, read_folder
 from localserve.ground.errors import LoadFailed
 from localserve.ground.model import ModelRef
 from localserve.ground.settings import Settings
 
+if TYPE_CHECKING:
+    from localserve.engine.residency.pools import MemoryPool
+
 log = logging.getLogger(__name__)
+
+# An automatic context is never below this (or below the trained context, when that is less):
+# Ollama's default num_ctx, and what the project served by default before contexts were fitted.
+MIN_AUTO_CTX = 4096
+CTX_STEP = 256  # llama.cpp pads a context to 256 cells
+FIT_SHARE = 2
 
 # Called on the event loop when a device's models are gone at once (its worker died): their
 # names and why, so the manager drops them and gives their memory back.
@@ -38,9 +48,9 @@ class Loader(Protocol):
     """Where models run. Every call but `on_lost` blocks: the manager makes them on a worker
     thread."""
 
-    def estimate(self, ref: ModelRef) -> LayeredEstimate:
+    def estimate(self, ref: ModelRef, room: int | None = None) -> LayeredEstimate:
         """What the model will take once loaded, by layer; raises LoadFailed for a file the
-        runtime must never see."""
+        runtime must never see. With an automatic context, it is fitted to `room` bytes."""
         ...
 
     def load(self, ref: ModelRef, placement: Placement) -> ResidentModel:
@@ -65,11 +75,18 @@ class Loader(Protocol):
         ...
 
 
-def layered_estimate(ref: ModelRef, s: Settings) -> LayeredEstimate:
+def sized(loader: Loader, ref: ModelRef, pools: Iterable[MemoryPool]) -> LayeredEstimate:
+    """The loader's estimate, an automatic context fitted to 1/FIT_SHARE of the largest pool's
+    budget: room for the model's slots, and for another model beside it."""
+    return loader.estimate(ref, max((p.budget for p in pools), default=0) // FIT_SHARE)
+
+
+def layered_estimate(ref: ModelRef, s: Settings, room: int | None = None) -> LayeredEstimate:
     """What the model will take once loaded with these settings, by layer; refuses a broken
-    file. Placement splits it between the CPU and a device."""
+    file. Placement splits it between the CPU and a device. With an automatic context (`ctx`
+    0), a GGUF model's is fitted to `room` bytes (None: its trained context, whole)."""
     with refused_as_load_failure(ref.name):
-        return _estimate(ref)(ref, s)
+        return _estimate(ref)(ref, s, room)
 
 
 def estimate_load(ref: ModelRef, s: Settings) -> MemoryEstimate:
@@ -78,19 +95,21 @@ def estimate_load(ref: ModelRef, s: Settings) -> MemoryEstimate:
     return layered_estimate(ref, s).whole
 
 
-def _estimate_gguf(ref: ModelRef, s: Settings) -> LayeredEstimate:
-    estimate = _layered_gguf(ref.path, s, s.prompt_cache)
+def _estimate_gguf(ref: ModelRef, s: Settings, room: int | None) -> LayeredEstimate:
+    header = check_gguf(ref.path)
+    ctx = s.ctx or fitted_ctx(header, s, room)
+    estimate = _layered_gguf(header, s, ctx, s.prompt_cache)
     if ref.draft is None:
         return estimate
     # The draft has slots like its model's and keeps no prompt cache.
-    return replace(estimate, draft=_layered_gguf(ref.draft.path, s, 0))
+    return replace(estimate, draft=_layered_gguf(check_gguf(ref.draft.path), s, ctx, 0))
 
 
-def _layered_gguf(path: str, s: Settings, prompt_cache: int) -> LayeredEstimate:
+def _layered_gguf(header: GGUFHeader, s: Settings, ctx: int, prompt_cache: int) -> LayeredEstimate:
     return layered(
-        check_gguf(path),
+        header,
         n_slots=s.parallel,
-        n_ctx_slot=s.ctx,
+        n_ctx_slot=ctx,
         n_ubatch=s.step_tokens,
         prompt_cache_limit=prompt_cache,
         # The backend leaves llama.cpp's swa_full at its default, on: full-size window caches.
@@ -98,22 +117,43 @@ def _layered_gguf(path: str, s: Settings, prompt_cache: int) -> LayeredEstimate:
     )
 
 
-def _estimate_onnx(ref: ModelRef, s: Settings) -> LayeredEstimate:
+def fitted_ctx(header: GGUFHeader, s: Settings, room: int | None) -> int:
+    """An automatic context per slot, as llama.cpp's `--fit` and Lemonade's `ctx_size=-1`
+    choose one: the model's trained context, or as much of it as `room` bytes hold with every
+    slot (multiples of CTX_STEP), and never less than MIN_AUTO_CTX (or the trained context, if
+    that is less), whatever the room: a model that cannot take that much does not fit at all."""
+    trained = int(header.arch_value("context_length", 0) or 0) or MIN_AUTO_CTX
+    least = min(MIN_AUTO_CTX, trained)
+
+    def fits(ctx: int) -> bool:
+        return room is None or _layered_gguf(header, s, ctx, s.prompt_cache).whole.total <= room
+
+    if fits(trained):
+        return trained
+    lo, hi = least, trained  # fits(lo) or lo is the floor; not fits(hi)
+    while hi - lo > CTX_STEP:
+        mid = (lo + hi) // 2 // CTX_STEP * CTX_STEP
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def _estimate_onnx(ref: ModelRef, s: Settings, room: int | None) -> LayeredEstimate:
     folder = read_folder(ref.path)
-    max_length = min(s.ctx, folder.context_length)
+    max_length = min(s.ctx or folder.context_length, folder.context_length)
     provider = provider_for_estimate(folder)
-    return unsplit(estimate_onnx(folder, provider, s.parallel, max_length, s.step_tokens))
+    estimate = estimate_onnx(folder, provider, s.parallel, max_length, s.step_tokens)
+    return replace(unsplit(estimate), n_ctx_slot=max_length)
 
 
 # One entry per format of localserve.formats.FORMATS that the engine can run; the worker builds
 # them (engine/worker/runtimes.py).
-_ESTIMATES: dict[str, Callable[[ModelRef, Settings], LayeredEstimate]] = {
+_ESTIMATES: dict[str, Callable[[ModelRef, Settings, int | None], LayeredEstimate]] = {
     "gguf": _estimate_gguf,
     "onnx": _estimate_onnx,
 }
 
 
-def _estimate(ref: ModelRef) -> Callable[[ModelRef, Settings], LayeredEstimate]:
+def _estimate(ref: ModelRef) -> Callable[[ModelRef, Settings, int | None], LayeredEstimate]:
     estimate = _ESTIMATES.get(ref.format)
     if estimate is None:
         raise LoadFailed(f"cannot load '{ref.name}': unsupported model format '{ref.format}'")

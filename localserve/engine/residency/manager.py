@@ -19,7 +19,7 @@ from typing import Protocol
 
 from localserve.engine.residency import eviction
 from localserve.engine.residency.devices import find_devices
-from localserve.engine.residency.loader import Loader
+from localserve.engine.residency.loader import Loader, sized
 from localserve.engine.residency.per_model import output_cap, with_draft
 from localserve.engine.residency.placement import AUTO, Pin, Placement, place
 from localserve.engine.residency.pools import MemoryPool, device_pools, summary
@@ -191,7 +191,7 @@ class ModelManager:
 
     async def _load(self, ref: ModelRef, started: float, pin: Pin) -> ResidentModel:
         loop = asyncio.get_running_loop()
-        estimate = await loop.run_in_executor(None, self.loader.estimate, ref)
+        estimate = await loop.run_in_executor(None, sized, self.loader, ref, self.pools.values())
         if pin.free and self.settings.gpu_layers is not None:
             pin = Pin(gpu_layers=self.settings.gpu_layers)
         residents, waiters = self._resident.values(), self._waiters

@@ -48,6 +48,7 @@ class Placement:
     backend_device: str | None = None  # ggml's device name, for the worker
     pin: Pin = AUTO  # what it was placed for
     max_layers: int = 0  # the model's layer count that offloads it all
+    n_ctx_slot: int = 0  # the context per slot its estimate sized (0: the settings')
 
     @property
     def total(self) -> int:
@@ -79,7 +80,8 @@ class Placement:
 
 
 def on_cpu(estimate: LayeredEstimate, pin: Pin = AUTO) -> Placement:
-    return Placement(CPU, 0, {CPU: estimate.whole}, None, pin, estimate.max_layers)
+    need = {CPU: estimate.whole}
+    return Placement(CPU, 0, need, None, pin, estimate.max_layers, estimate.n_ctx_slot)
 
 
 def offloaded(
@@ -89,7 +91,15 @@ def offloaded(
     if split.layers == 0:
         return on_cpu(estimate, pin)
     need = {CPU: split.host, pool.device: split.device}
-    return Placement(pool.device, split.layers, need, pool.backend_device, pin, estimate.max_layers)
+    return Placement(
+        pool.device,
+        split.layers,
+        need,
+        pool.backend_device,
+        pin,
+        estimate.max_layers,
+        estimate.n_ctx_slot,
+    )
 
 
 def place(

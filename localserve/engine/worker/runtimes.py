@@ -58,7 +58,7 @@ def _load_gguf(s: Settings, load: m.Load) -> Built:
 
     backend_opts = LlamaCppOptions(
         n_slots=s.parallel,
-        n_ctx_slot=s.ctx,
+        n_ctx_slot=load.n_ctx_slot or s.ctx,
         n_batch=s.step_tokens,
         n_threads=s.threads or usable_cores(),
         use_extra_bufts=load.use_extra_bufts,
@@ -110,7 +110,9 @@ def _load_onnx(s: Settings, load: m.Load) -> Built:
     backend = OnnxGenaiBackend(
         ref.name,
         ref.path,
-        OnnxOptions(max_batch_size=s.parallel, max_length=s.ctx, n_threads=s.threads),
+        OnnxOptions(
+            max_batch_size=s.parallel, max_length=load.n_ctx_slot or s.ctx, n_threads=s.threads
+        ),
     )
     policy = BatchPolicy(
         max_batch_size=s.parallel,

@@ -89,8 +89,8 @@ class WorkerLoader:
     def on_lost(self, callback: LostModels) -> None:
         self._lost = callback
 
-    def estimate(self, ref: ModelRef) -> LayeredEstimate:
-        return layered_estimate(ref, self.settings)
+    def estimate(self, ref: ModelRef, room: int | None = None) -> LayeredEstimate:
+        return layered_estimate(ref, self.settings, room)
 
     def load(self, ref: ModelRef, placement: Placement) -> ResidentModel:
         device = self.devices[self._placed.get(ref.name, placement.device)]
@@ -98,7 +98,13 @@ class WorkerLoader:
         extra_bufts = self._extra_bufts(device, worker) if ref.format == "gguf" else True
         prompt_cache = sum(need.prompt_cache for need in placement.need.values())
         load = m.Load(
-            0, ref, prompt_cache, extra_bufts, placement.gpu_layers, placement.backend_device
+            0,
+            ref,
+            prompt_cache,
+            extra_bufts,
+            placement.gpu_layers,
+            placement.backend_device,
+            placement.n_ctx_slot,
         )
         loaded = msgspec.convert(worker.ask(load), m.Loaded)
         runner = RemoteRunner(worker, loaded.info, loaded.n_vocab)

@@ -1,10 +1,14 @@
 """What the aiohttp app holds: the model manager, shared by every API face, and the context
 length every face reports."""
 
+import asyncio
+
 from aiohttp import web
 
+from localserve.engine.residency.loader import sized
 from localserve.engine.residency.manager import ModelManager
 from localserve.store.library import Library
+from localserve.store.resolve import canonical_name
 
 MANAGER = web.AppKey("manager", ModelManager)
 
@@ -18,10 +22,20 @@ def model_library(request: web.Request) -> Library:
     return found
 
 
-def context_length(request: web.Request, name: str) -> int:
-    """The context a request for `name` gets: a slot's, as the loaded model reports it, or as
-    the settings give it to a model not loaded now. /api/show, /api/ps and /v1/models all give
+async def context_length(request: web.Request, name: str) -> int:
+    """The context a request for `name` gets: a slot's, as the loaded model reports it; for a
+    model not loaded now, the settings' `ctx`, or the context it would be fitted to (an
+    estimate: a header read, off the event loop). /api/show, /api/ps and /v1/models all give
     this one figure, so a client sizes its prompts to what fits."""
     manager = request.app[MANAGER]
     model = manager.get(name)
-    return model.info.n_ctx_slot if model is not None else manager.settings.ctx
+    if model is not None:
+        return model.info.n_ctx_slot
+    if manager.settings.ctx:
+        return manager.settings.ctx
+    return await asyncio.get_running_loop().run_in_executor(None, _fitted, manager, name)
+
+
+def _fitted(manager: ModelManager, name: str) -> int:
+    ref = manager.known.get(canonical_name(name)) or manager.library.resolve(name)
+    return sized(manager.loader, ref, manager.pools.values()).n_ctx_slot

@@ -140,7 +140,7 @@ async def show(request: web.Request) -> web.Response:
     if "insert" in capabilities and facts.get("fim_tokens"):
         # Continue turns fill-in-the-middle on only when the template mentions .Suffix.
         template = fim.show_template(template, tuple(facts["fim_tokens"]))
-    context = context_length(request, manifest.name.short)
+    context = await context_length(request, manifest.name.short)
     return web.json_response(
         {
             "license": facts.get("license") or "",

@@ -285,7 +285,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
     return await Generation(request, chat=False).run()
 
 
-def model_entry(request: web.Request, name: str, created: int) -> dict[str, Any]:
+def model_entry(name: str, created: int, context: int) -> dict[str, Any]:
     """One model as OpenAI's clients list it, and as Anthropic's do (`type`, `display_name`,
     `created_at`): both SDKs read /v1/models."""
     when = datetime.fromtimestamp(created, timezone.utc).isoformat().replace("+00:00", "Z")
@@ -294,7 +294,7 @@ def model_entry(request: web.Request, name: str, created: int) -> dict[str, Any]
         "object": "model",
         "created": created,
         "owned_by": "localserve",
-        "context_length": context_length(request, name),
+        "context_length": context,
         "type": "model",
         "display_name": name,
         "created_at": when,
@@ -316,7 +316,9 @@ async def _created(request: web.Request) -> dict[str, int]:
 
 async def list_models(request: web.Request) -> web.Response:
     created = await _created(request)
-    data = [model_entry(request, name, ts) for name, ts in sorted(created.items())]
+    listed = sorted(created.items())
+    contexts = await asyncio.gather(*(context_length(request, name) for name, _ in listed))
+    data = [model_entry(name, ts, ctx) for (name, ts), ctx in zip(listed, contexts)]
     data += [listing.openai_entry(r) for r in listing.routes(request, created)]
     first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
     return web.json_response(
@@ -333,7 +335,8 @@ async def get_model(request: web.Request) -> web.Response:
         if remote:
             return web.json_response(listing.openai_entry(remote[0]))
         raise ModelNotFound(name)
-    return web.json_response(model_entry(request, name.removesuffix(":latest"), found))
+    name = name.removesuffix(":latest")
+    return web.json_response(model_entry(name, found, await context_length(request, name)))
 
 
 def add_routes(app: web.Application) -> None:

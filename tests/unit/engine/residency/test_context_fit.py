@@ -1,0 +1,46 @@
+"""An automatic context (#44): each model's trained context, or as much of it as the room holds
+with every slot, never below 4096, as llama.cpp's --fit chooses; `--ctx` pins it. Sized on the
+embedded SmolLM2's real header (trained for 8192 tokens)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from localserve.engine.residency.loader import CTX_STEP, MIN_AUTO_CTX, layered_estimate
+from localserve.ground.settings import Settings
+from localserve.store.resolve import resolve
+
+AUTO = Settings(parallel=4)
+TRAINED = 8192
+
+
+def size(ctx: int) -> int:
+    return layered_estimate(resolve("smollm2"), replace(AUTO, ctx=ctx)).whole.total
+
+
+def fitted(room: int | None, settings: Settings = AUTO) -> int:
+    return layered_estimate(resolve("smollm2"), settings, room).n_ctx_slot
+
+
+def test_with_no_bound_a_model_gets_its_trained_context() -> None:
+    assert fitted(None) == TRAINED
+
+
+def test_with_room_for_it_a_model_gets_its_trained_context() -> None:
+    assert fitted(size(TRAINED)) == TRAINED
+
+
+def test_with_less_room_the_context_is_the_most_that_fits() -> None:
+    room = (size(MIN_AUTO_CTX) + size(TRAINED)) // 2
+    ctx = fitted(room)
+    assert MIN_AUTO_CTX < ctx < TRAINED and ctx % CTX_STEP == 0
+    assert size(ctx) <= room < size(ctx + CTX_STEP)
+
+
+def test_the_context_never_falls_below_4096_however_little_room() -> None:
+    assert fitted(1) == MIN_AUTO_CTX
+
+
+def test_the_ctx_setting_pins_the_context_whatever_the_room() -> None:
+    assert fitted(1, replace(AUTO, ctx=1024)) == 1024
+    assert fitted(None, replace(AUTO, ctx=16384)) == 16384
