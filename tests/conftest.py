@@ -27,7 +27,10 @@ from tests.support.live import CLIENT_TIMEOUT_S, DEFAULT_ARGS, start_daemon
 # and logs in a temporary folder, never the developer's; and any pull that a test does not
 # point at its own loopback hub fails at once instead of reaching the internet.
 hermetic.clear_settings(os.environ)
-_SANDBOX = tempfile.mkdtemp(prefix="localserve-tests-")
+# A test marked `kernels` runs in a pytest of its own (tests/support/isolated.py), which shares
+# this one's sandbox: the same models, and the probe's same verdicts.
+_SANDBOX = os.environ.get("LOCALSERVE_TEST_SANDBOX") or tempfile.mkdtemp(prefix="localserve-tests-")
+os.environ["LOCALSERVE_TEST_SANDBOX"] = _SANDBOX
 os.environ["LOCALSERVE_MODELS"] = os.path.join(_SANDBOX, "models")
 os.environ["XDG_CONFIG_HOME"] = os.path.join(_SANDBOX, "config")
 os.environ["XDG_DATA_HOME"] = os.path.join(_SANDBOX, "data")
@@ -35,9 +38,9 @@ os.environ["XDG_STATE_HOME"] = os.path.join(_SANDBOX, "state")
 os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
 
 LIVE = Path(__file__).parent / "live"
-# A test marked `kernels` runs llama.cpp in this process: in a child of its own, so that a
-# native crash fails that test alone.
-pytest_plugins = ("tests.support.forked",)
+# A test marked `kernels` runs llama.cpp in its own process, so that a native crash fails that
+# test alone.
+pytest_plugins = ("tests.support.isolated",)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -6,7 +6,7 @@ AMX kernels on the first decode; the daemon's probe finds that and loads without
 types. `options()` takes the same verdict for this build on this CPU (native/verdicts.py),
 running the probe first where there is none yet, so such code loads as the daemon would and
 never hard-codes the buffer types. Tests that decode in-process are also marked `kernels`, so
-that a native crash fails only them (tests/support/forked.py).
+that a native crash fails only them (tests/support/isolated.py).
 """
 
 from __future__ import annotations

@@ -103,7 +103,8 @@ def test_no_test_or_benchmark_hard_codes_llama_cpp_extra_buffer_types() -> None:
 
 
 def test_a_test_that_decodes_with_llama_cpp_in_process_is_marked_kernels() -> None:
-    """Marked, it runs behind tests/support/forked.py's boundary: a native crash fails it alone."""
+    """Marked, it runs in its own process (tests/support/isolated.py): a native crash fails it
+    alone."""
     decodes = ("LlamaCpp" + "Backend(", "llama_" + "decode(")
     unmarked = [
         str(p.relative_to(REPO))
