@@ -11,6 +11,7 @@ from localserve import __version__
 from localserve.cli import (
     batches,
     doctor,
+    launch,
     loaded,
     models,
     native,
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.add_parser(sub)
     run.add_parser(sub)
+    launch.add_parser(sub)
     models.add_parsers(sub)
     loaded.add_parsers(sub)
     status.add_parsers(sub)

@@ -24,6 +24,7 @@ from localserve.server.ollama import store
 from localserve.server.openai import completions as openai
 from localserve.server.openapi import document as openapi
 from localserve.server.responses import api as responses
+from localserve.server.responses import compact as responses_compact
 from localserve.server.upstream.forward import UPSTREAMS
 from localserve.server.upstream.gauges import UpstreamGauges
 from localserve.server.upstream.registry import Registry
@@ -92,6 +93,7 @@ def build_app(manager: ModelManager, upstreams: tuple[UpstreamConfig, ...] = ())
     openai.add_routes(app)
     anthropic.add_routes(app)
     responses.add_routes(app)
+    responses_compact.add_routes(app)
     admin.add_routes(app)
     ollama.add_routes(app)
     embeddings.add_routes(app)

@@ -219,6 +219,15 @@ PATHS: dict[str, dict[str, Any]] = {
             SSE,
         )
     },
+    "/v1/responses/compact": {
+        "post": op(
+            "the conversation summarized, in place of its turns",
+            "responses",
+            "ResponseCompaction",
+            "CompactRequest",
+            RUNS,
+        )
+    },
     "/v1/responses/{id}": {
         "get": {
             **op("a stored response", "responses", "Response", errors=(404,)),

@@ -60,6 +60,11 @@ R_ITEM = one_of(
         },
         ("type",),
     ),
+    obj(
+        {"type": {"const": "compaction"}, "id": STRING, "encrypted_content": STRING},
+        ("type", "encrypted_content"),
+        description="a summary POST /v1/responses/compact made, in place of earlier turns",
+    ),
 )
 R_FUNCTION = obj(
     {
@@ -213,6 +218,15 @@ R_OUTPUT = one_of(
         }
     ),
 )
+R_USAGE = fixed(
+    {
+        "input_tokens": NAT,
+        "input_tokens_details": fixed({"cached_tokens": NAT}),
+        "output_tokens": NAT,
+        "output_tokens_details": fixed({"reasoning_tokens": NAT}),
+        "total_tokens": NAT,
+    }
+)
 RESPONSE = obj(
     {
         "id": STRING,
@@ -223,24 +237,48 @@ RESPONSE = obj(
         "output": array(R_OUTPUT),
         "incomplete_details": nullable(fixed({"reason": STRING})),
         "error": nullable(fixed({"code": STRING, "message": STRING})),
-        "usage": nullable(
-            fixed(
-                {
-                    "input_tokens": NAT,
-                    "input_tokens_details": fixed({"cached_tokens": NAT}),
-                    "output_tokens": NAT,
-                    "output_tokens_details": fixed({"reasoning_tokens": NAT}),
-                    "total_tokens": NAT,
-                }
-            )
-        ),
+        "usage": nullable(R_USAGE),
     },
     ("id", "object", "created_at", "status", "model", "output"),
 )
 
-RESPONSES_REQUESTS: dict[str, Schema] = {"ResponsesRequest": RESPONSES_REQUEST}
+COMPACT_REQUEST = obj(
+    {
+        "model": MODEL,
+        "input": one_of(STRING, array(R_ITEM, minItems=1)),
+        "instructions": text("this request's system message"),
+        "max_output_tokens": integer(1, 1 << 30, doc="the summary's cap (default 2048)"),
+    },
+    ("model", "input"),
+)
+COMPACTED = fixed(
+    {
+        "id": STRING,
+        "object": {"const": "response.compaction"},
+        "created_at": INT,
+        "output": array(
+            one_of(
+                fixed(
+                    {
+                        "type": {"const": "message"},
+                        "role": {"const": "user"},
+                        "content": array(fixed({"type": {"const": "input_text"}, "text": STRING})),
+                    }
+                ),
+                fixed({"type": {"const": "compaction"}, "id": STRING, "encrypted_content": STRING}),
+            )
+        ),
+        "usage": R_USAGE,
+    }
+)
+
+RESPONSES_REQUESTS: dict[str, Schema] = {
+    "ResponsesRequest": RESPONSES_REQUEST,
+    "CompactRequest": COMPACT_REQUEST,
+}
 RESPONSES_ANSWERS: dict[str, Schema] = {
     "Response": RESPONSE,
+    "ResponseCompaction": COMPACTED,
     "ResponseDeleted": fixed(
         {"id": STRING, "object": {"const": "response"}, "deleted": {"const": True}}
     ),

@@ -214,6 +214,9 @@ def _input(value: Any) -> list[dict[str, Any]]:
                     "content": _text(item.get("output"), where),
                 }
             )
+        elif kind == "compaction":
+            turn = None
+            out.append({"role": "user", "content": expand_compaction(item, where)})
         elif kind == "message":
             turn = None
             role = item.get("role")
@@ -346,3 +349,16 @@ def _format(text: v.JSON) -> Grammar | None:
         "'name': ..., 'schema': {...}}",
         "text",
     )
+
+
+# How a compaction item's summary (responses/compact.py made it) is put back in the prompt.
+SUMMARY_HEAD = "A summary of the conversation so far, which replaces its earlier turns:\n\n"
+
+
+def expand_compaction(item: dict[str, Any], where: str) -> str:
+    """A `compaction` item, as POST /v1/responses/compact gave it: its summary, as a message.
+    Its `encrypted_content` is this server's own plain summary, not OpenAI's ciphertext."""
+    summary = item.get("encrypted_content")
+    if not isinstance(summary, str) or not summary:
+        raise BadRequest(f"{where}: a compaction item needs its 'encrypted_content'", "input")
+    return SUMMARY_HEAD + summary

@@ -1,0 +1,253 @@
+"""`localserve launch AGENT [--model NAME] [--print] [-- ARGS]`: a coding agent pointed at this
+daemon, as `ollama launch` and `lemonade launch` do.
+
+It starts the daemon if need be, pulls and loads the model, reads the context the model loaded
+with, and then gives the agent its configuration in the agent's own documented form: environment
+variables, command-line flags, or a file in localserve's config folder (`agents/`). Each carries
+the base URL, a key, the model, and the context and output limits the agent must keep to. For
+Claude Code it also sets the variables that keep its prompt prefix the same from turn to turn
+(no per-request attribution line), so that every turn after the first starts from cached cells.
+It then runs the agent in this terminal; `--print` prints the environment and the command
+instead, as lines a shell (or a test) can run verbatim.
+
+An agent whose first prompt cannot fit the loaded context is not started: the message says how
+large the prompt is, what is loaded, and which setting gives more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from localserve.cli.common import Failure, address_options, connect
+from localserve.cli.output import FAILED, OK, UNREACHABLE
+from localserve.cli.run import ensure_daemon, ensure_model
+from localserve.client import Client, bare_name
+from localserve.ground import settings as config
+from localserve.launcher import DaemonDidNotStart
+
+DEFAULT_MODEL = "smollm2"
+# An answer's cap: a quarter of the context, at most this many tokens.
+MAX_OUTPUT = 8192
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every agent's configuration is made of."""
+
+    url: str  # the daemon's base URL, no trailing slash
+    key: str  # what the agent sends as its API key
+    model: str
+    context: int  # the context per slot the model loaded with
+    output: int  # the answer cap the agent should ask for
+    folder: Path  # where configuration files go
+
+
+@dataclass(frozen=True)
+class Agent:
+    program: str
+    install: str  # how to install it, for the message when it is missing
+    # Tokens of its first request's prompt, measured with Gemma 3's tokenizer, rounded up: the
+    # least context it can start in.
+    first_prompt: int
+    env: Callable[[Setup], dict[str, str]]
+    args: Callable[[Setup], list[str]] = lambda s: []
+    files: Callable[[Setup], dict[str, str]] = lambda s: {}
+
+
+def _claude_env(s: Setup) -> dict[str, str]:
+    return {
+        "ANTHROPIC_BASE_URL": s.url,
+        "ANTHROPIC_API_KEY": s.key,
+        "ANTHROPIC_MODEL": s.model,
+        "ANTHROPIC_DEFAULT_OPUS_MODEL": s.model,
+        "ANTHROPIC_DEFAULT_SONNET_MODEL": s.model,
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL": s.model,
+        "CLAUDE_CODE_SUBAGENT_MODEL": s.model,
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(s.output),
+        # No attribution line that differs per request at the head of the prompt.
+        "CLAUDE_CODE_ATTRIBUTION_HEADER": "0",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+
+
+def _opencode_env(s: Setup) -> dict[str, str]:
+    provider = {
+        "npm": "@ai-sdk/openai-compatible",
+        "name": "localserve",
+        "options": {"baseURL": f"{s.url}/v1", "apiKey": s.key},
+        "models": {s.model: {"limit": {"context": s.context, "output": s.output}}},
+    }
+    content = {"provider": {"localserve": provider}, "model": f"localserve/{s.model}"}
+    return {"OPENCODE_CONFIG_CONTENT": json.dumps(content)}
+
+
+def _continue_file(s: Setup) -> dict[str, str]:
+    model = {
+        "name": s.model,
+        "provider": "ollama",
+        "model": s.model,
+        "apiBase": s.url,
+        "roles": ["chat", "edit", "apply"],
+        "defaultCompletionOptions": {"contextLength": s.context, "maxTokens": s.output},
+    }
+    # JSON is YAML: no YAML writer needed.
+    config_ = {"name": "localserve", "version": "1.0.0", "schema": "v1", "models": [model]}
+    return {"continue.yaml": json.dumps(config_, indent=2)}
+
+
+def _aider_files(s: Setup) -> dict[str, str]:
+    name = f"ollama_chat/{s.model}"
+    settings = [{"name": name, "extra_params": {"num_ctx": s.context}}]
+    metadata = {
+        name: {
+            "max_input_tokens": s.context,
+            "max_output_tokens": s.output,
+            "max_tokens": s.output,
+            "input_cost_per_token": 0,
+            "output_cost_per_token": 0,
+            "litellm_provider": "ollama_chat",
+            "mode": "chat",
+        }
+    }
+    return {
+        "aider.model.settings.yml": json.dumps(settings),
+        "aider.model.json": json.dumps(metadata),
+    }
+
+
+AGENTS: dict[str, Agent] = {
+    "claude": Agent(
+        "claude",
+        "npm install -g @anthropic-ai/claude-code",
+        12_000,
+        _claude_env,
+        lambda s: ["--model", s.model],
+    ),
+    "codex": Agent(
+        "codex",
+        "npm install -g @openai/codex",
+        9_000,
+        lambda s: {"CODEX_OSS_BASE_URL": f"{s.url}/v1"},
+        lambda s: [
+            "--oss",
+            "--local-provider",
+            "ollama",
+            "-m",
+            s.model,
+            "-c",
+            f"model_context_window={s.context}",
+            "-c",
+            f"model_max_output_tokens={s.output}",
+        ],
+    ),
+    "opencode": Agent("opencode", "npm install -g opencode-ai", 8_000, _opencode_env),
+    "qwen": Agent(
+        "qwen",
+        "npm install -g @qwen-code/qwen-code",
+        8_000,
+        lambda s: {
+            "OPENAI_BASE_URL": f"{s.url}/v1",
+            "OPENAI_API_KEY": s.key,
+            "OPENAI_MODEL": s.model,
+        },
+        lambda s: ["--auth-type", "openai"],
+    ),
+    "continue": Agent(
+        "cn",
+        "npm install -g @continuedev/cli",
+        4_000,
+        lambda s: {},
+        lambda s: ["--config", str(s.folder / "continue.yaml")],
+        _continue_file,
+    ),
+    "aider": Agent(
+        "aider",
+        "pip install aider-chat",
+        4_000,
+        lambda s: {"OLLAMA_API_BASE": s.url, "OLLAMA_API_KEY": s.key},
+        lambda s: [
+            "--model",
+            f"ollama_chat/{s.model}",
+            "--model-settings-file",
+            str(s.folder / "aider.model.settings.yml"),
+            "--model-metadata-file",
+            str(s.folder / "aider.model.json"),
+        ],
+        _aider_files,
+    ),
+}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    launch = sub.add_parser(
+        "launch",
+        parents=[address_options()],
+        help="start a coding agent pointed at this daemon",
+        description="Configure a coding agent for this daemon (base URL, key, model, context "
+        "and output limits) and start it. Arguments after `--` go to the agent.",
+    )
+    launch.add_argument("agent", choices=sorted(AGENTS), help="the agent")
+    launch.add_argument(
+        "--model", default=DEFAULT_MODEL, help=f"the model it uses (default {DEFAULT_MODEL})"
+    )
+    launch.add_argument(
+        "--print",
+        action="store_true",
+        dest="print_only",
+        help="print the environment and the command instead of running the agent",
+    )
+    launch.add_argument("agent_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    launch.set_defaults(handler=launch_command)
+
+
+def launch_command(args: argparse.Namespace) -> int:
+    settings, client = connect(args)
+    agent = AGENTS[args.agent]
+    try:
+        ensure_daemon(client, settings)
+    except DaemonDidNotStart as exc:
+        raise Failure(str(exc), UNREACHABLE) from exc
+    ensure_model(client, args.model, None)
+    setup = _setup(client, settings, args.model, agent)
+    setup.folder.mkdir(parents=True, exist_ok=True)
+    for name, text in agent.files(setup).items():
+        (setup.folder / name).write_text(text + "\n", encoding="utf-8")
+    env = agent.env(setup)
+    extra = args.agent_args[1:] if args.agent_args[:1] == ["--"] else args.agent_args
+    # The agent's own arguments first (a subcommand such as `codex exec` must lead), then ours.
+    command = [agent.program, *extra, *agent.args(setup)]
+    if args.print_only:
+        for name, value in env.items():
+            print(f"export {name}={shlex.quote(value)}")
+        print(shlex.join(command))
+        return OK
+    program = shutil.which(agent.program)
+    if program is None:
+        raise Failure(f"{agent.program} is not installed: {agent.install}", FAILED)
+    sys.stdout.flush()
+    os.execvpe(program, command, {**os.environ, **env})
+    return OK  # not reached: the agent replaced this process
+
+
+def _setup(client: Client, settings: config.Settings, model: str, agent: Agent) -> Setup:
+    loaded = {bare_name(str(m.get("name", ""))): m for m in client.ps()}
+    context = int(loaded.get(bare_name(model), {}).get("context_length") or 0)
+    if context < agent.first_prompt + 256:
+        raise Failure(
+            f"{agent.program}'s first prompt takes about {agent.first_prompt:,} tokens, but "
+            f"'{model}' is loaded with {context:,} tokens a slot: start the daemon with a "
+            f"larger --ctx (or a larger --memory-budget, which an automatic context grows "
+            "into), or use a model trained for a longer context",
+            FAILED,
+        )
+    output = max(256, min(MAX_OUTPUT, context // 4))
+    folder = config.config_path().parent / "agents"
+    return Setup(settings.url, settings.api_key or "localserve", model, context, output, folder)

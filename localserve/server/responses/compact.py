@@ -1,0 +1,86 @@
+"""POST /v1/responses/compact: a conversation made short, as Codex asks when its context fills
+(OpenAI's, and Ollama's since September).
+
+The model summarizes the conversation it is sent (the Responses request's `model`, `input`
+and `instructions`); the answer is a `response.compaction` object whose output is the
+conversation's user messages, as they were, then one `compaction` item holding the summary.
+The client sends those items in place of the turns they replace, and request.py puts the
+summary back into the prompt as a message. The summary is plain text here: no local model can
+read OpenAI's ciphertext, and there is nothing to hide from the user who runs the server.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import replace
+from typing import Any
+
+from aiohttp import web
+
+from localserve.server.http.readers import read_json
+from localserve.server.responses.request import read_request
+from localserve.server.upstream import agent_translate, agents
+from localserve.server.upstream.registry import Route
+
+ASK_FOR_SUMMARY = (
+    "Summarize the conversation above so that it can go on from the summary alone: the task "
+    "and the user's requests, decisions made, files and commands involved, what is done, what "
+    "is left, and the next step. Write only the summary."
+)
+# The summary's cap, if the request sets none: long enough to carry a task's state.
+SUMMARY_TOKENS = 2048
+
+
+async def compact(request: web.Request) -> web.Response:
+    body = await read_json(request)
+    req = read_request({k: v for k, v in body.items() if k != "previous_response_id"})
+    ask = req.ask
+    messages = list(ask.messages)
+    if messages and messages[-1]["role"] == "user":  # templates that insist turns alternate
+        last = messages[-1]
+        messages[-1] = {**last, "content": f"{last['content']}\n\n{ASK_FOR_SUMMARY}"}
+    else:
+        messages.append({"role": "user", "content": ASK_FOR_SUMMARY})
+    cap = ask.params.max_tokens or SUMMARY_TOKENS
+    ask = replace(ask, messages=messages, tools=None, params=replace(ask.params, max_tokens=cap))
+
+    def upstream_request(target: Route) -> dict[str, Any]:
+        return agent_translate.responses_request(body, ask, target.model.id, False)
+
+    async with agents.answering(request, body, ask, upstream_request) as turn:
+        summary = "".join([piece.content async for piece in turn.pieces() if piece is not None])
+        usage = {
+            "input_tokens": turn.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": turn.cached_tokens},
+            "output_tokens": turn.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": turn.prompt_tokens + turn.completion_tokens,
+        }
+    kept = [_user_item(m["content"]) for m in req.input if m["role"] == "user"]
+    compaction = {
+        "type": "compaction",
+        "id": f"cmp_{uuid.uuid4().hex}",
+        "encrypted_content": summary,
+    }
+    return web.json_response(
+        {
+            "id": f"resp_{uuid.uuid4().hex}",
+            "object": "response.compaction",
+            "created_at": int(time.time()),
+            "output": [*kept, compaction],
+            "usage": usage,
+        }
+    )
+
+
+def _user_item(text: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": text}],
+    }
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/v1/responses/compact", compact)
