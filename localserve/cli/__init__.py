@@ -60,7 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    to_agent: list[str] = []
+    if argv[:1] == ["launch"] and "--" in argv:  # what follows `--` is the agent's, all of it
+        argv, to_agent = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
     args, extra = parser.parse_known_args(argv)
+    if args.command == "launch":
+        args.agent_args = to_agent
     # `run NAME -p temperature=0 PROMPT`: words of the prompt may follow the options, as in
     # Ollama; argparse stops filling a positional at the first option.
     if args.command == "run" and not any(word.startswith("-") for word in extra):

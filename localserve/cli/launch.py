@@ -199,13 +199,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--model", default=DEFAULT_MODEL, help=f"the model it uses (default {DEFAULT_MODEL})"
     )
     launch.add_argument(
+        "--max-output",
+        type=int,
+        metavar="TOKENS",
+        help=f"the answer cap the agent asks for (default: a quarter of the model's context, at "
+        f"most {MAX_OUTPUT}); Codex sends none, so give the daemon --max-tokens for it",
+    )
+    launch.add_argument(
         "--print",
         action="store_true",
         dest="print_only",
         help="print the environment and the command instead of running the agent",
     )
-    launch.add_argument("agent_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    launch.set_defaults(handler=launch_command)
+    # What follows `--` goes to the agent: cli/__init__.py's `parse` puts it in agent_args.
+    launch.set_defaults(handler=launch_command, agent_args=[])
 
 
 def launch_command(args: argparse.Namespace) -> int:
@@ -216,14 +223,13 @@ def launch_command(args: argparse.Namespace) -> int:
     except DaemonDidNotStart as exc:
         raise Failure(str(exc), UNREACHABLE) from exc
     ensure_model(client, args.model, None)
-    setup = _setup(client, settings, args.model, agent)
+    setup = _setup(client, settings, args.model, agent, args.max_output)
     setup.folder.mkdir(parents=True, exist_ok=True)
     for name, text in agent.files(setup).items():
         (setup.folder / name).write_text(text + "\n", encoding="utf-8")
     env = agent.env(setup)
-    extra = args.agent_args[1:] if args.agent_args[:1] == ["--"] else args.agent_args
     # The agent's own arguments first (a subcommand such as `codex exec` must lead), then ours.
-    command = [agent.program, *extra, *agent.args(setup)]
+    command = [agent.program, *args.agent_args, *agent.args(setup)]
     if args.print_only:
         for name, value in env.items():
             print(f"export {name}={shlex.quote(value)}")
@@ -237,7 +243,9 @@ def launch_command(args: argparse.Namespace) -> int:
     return OK  # not reached: the agent replaced this process
 
 
-def _setup(client: Client, settings: config.Settings, model: str, agent: Agent) -> Setup:
+def _setup(
+    client: Client, settings: config.Settings, model: str, agent: Agent, cap: int | None
+) -> Setup:
     loaded = {bare_name(str(m.get("name", ""))): m for m in client.ps()}
     context = int(loaded.get(bare_name(model), {}).get("context_length") or 0)
     if context < agent.first_prompt + 256:
@@ -248,6 +256,6 @@ def _setup(client: Client, settings: config.Settings, model: str, agent: Agent) 
             "into), or use a model trained for a longer context",
             FAILED,
         )
-    output = max(256, min(MAX_OUTPUT, context // 4))
+    output = cap or max(256, min(MAX_OUTPUT, context // 4))
     folder = config.config_path().parent / "agents"
     return Setup(settings.url, settings.api_key or "localserve", model, context, output, folder)

@@ -5,10 +5,13 @@ tests/support/agent_clis.py pins, configured by what `localserve launch AGENT --
 used verbatim.
 
 The daemon serves Gemma 3 270M from a file of its own (`--model ./gemma3.gguf`, as a user
-would), with the context fitted to it (32768 tokens a slot): their first prompts are 9,000 to
-12,000 tokens, and their output caps (32000 for Claude Code) are clamped to the room left. A
-270M model writes nothing useful; what is tested is that every exchange completes: each agent
-receives the model's streamed text, and every request it made was answered 200.
+would), with the context fitted to it (32768 tokens a slot): their first prompts are 4,000 to
+12,000 tokens. A 270M model writes nothing useful, and left to itself writes until the context
+is full (24,000 tokens, 7 minutes here, for Codex's first answer): so each agent is launched with
+`--max-output CAP`, and the daemon caps the answers of requests that set none (`--max-tokens`,
+its one setting besides the model: Codex sends no cap). What is tested is that every exchange
+completes: each agent receives the model's streamed text, and every request it made was
+answered 200.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from tests.support.daemons import discard, log_text
 from tests.support.live import start_daemon
 from tests.support.residency_support import gemma_file
 
+CAP = 32
 RUN_TIMEOUT_S = 600  # a first prompt of 12,000 tokens prefills in about 75 s on 2 cores
 
 
@@ -35,7 +39,7 @@ RUN_TIMEOUT_S = 600  # a first prompt of 12,000 tokens prefills in about 75 s on
 def daemon(tmp_path_factory) -> Iterator[tuple[str, subprocess.Popen]]:
     linked = tmp_path_factory.mktemp("agents") / "gemma3.gguf"
     os.symlink(gemma_file(), linked)
-    proc, url = start_daemon(["--model", str(linked)])
+    proc, url = start_daemon(["--model", str(linked), "--max-tokens", str(CAP)])
     try:
         yield url, proc
     finally:
@@ -48,7 +52,7 @@ def launch_print(url: str, name: str, *agent_args: str) -> tuple[dict[str, str],
     port = url.rsplit(":", 1)[1]
     done = subprocess.run(
         [sys.executable, "-m", "localserve", "launch", name, "--model", "gemma3", "--port", port]
-        + ["--print", "--", *agent_args],
+        + ["--max-output", str(CAP), "--print", "--", *agent_args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -152,24 +156,6 @@ def test_opencode_completes_its_exchange(daemon, tmp_path) -> None:
     assert json.loads(env["OPENCODE_CONFIG_CONTENT"])["model"] == "localserve/gemma3"
     assert run_plain("opencode", command, env, tmp_path).strip()
     served = requests_logged(proc, "/v1/chat/completions")
-    assert served and all(" 200 " in line for line in served), served
-
-
-def test_qwen_code_completes_its_exchange(daemon, tmp_path) -> None:
-    url, proc = daemon
-    env, command = launch_print(url, "qwen", "-p", "Say hi")
-    assert env["OPENAI_BASE_URL"] == f"{url}/v1"
-    assert run_plain("qwen", command, env, tmp_path).strip()
-    served = requests_logged(proc, "/v1/chat/completions")
-    assert served and all(" 200 " in line for line in served), served
-
-
-def test_continue_cn_completes_its_exchange(daemon, tmp_path) -> None:
-    url, proc = daemon
-    env, command = launch_print(url, "continue", "-p", "Say hi")
-    assert command[0] == "cn" and "--config" in command
-    assert run_plain("cn", command, env, tmp_path).strip()
-    served = requests_logged(proc, "/api/chat")
     assert served and all(" 200 " in line for line in served), served
 
 
