@@ -1,6 +1,7 @@
 """A real Claude Code session kept warm (#44): four turns through the real CLI (`claude -p`,
 then `claude -p --continue`), configured by what `localserve launch claude --print` prints, on a
-daemon with default settings but its model (Gemma 3 270M served from a file, its context fitted).
+daemon with default settings but its model (Gemma 3 270M served from a file, its context fitted)
+and an answer cap of ANSWER tokens (`--max-output` to the agent, `--max-tokens` to the daemon).
 
 Each turn's main request is the largest prompt among the /v1/messages requests the turn made;
 its prompt tokens, cached tokens and time to first token come from the daemon's request log.
@@ -34,12 +35,14 @@ ASKS = [
 ]
 LOGGED = re.compile(r"/v1/messages \S+ 200 prompt=(\d+) cached=(\d+) generated=\d+ ttft=([\d.]+)s")
 TURN_TIMEOUT_S = 900
+# Each answer's cap: a 270M model left alone writes until its context is full.
+ANSWER = 64
 
 
 def launch_print(port: int, env: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     done = subprocess.run(
         [sys.executable, "-m", "localserve", "launch", "claude", "--model", "gemma3"]
-        + ["--port", str(port), "--print"],
+        + ["--port", str(port), "--max-output", str(ANSWER), "--print"],
         env=env,
         capture_output=True,
         text=True,
@@ -76,7 +79,7 @@ def main(argv: list[str]) -> int:
         linked.symlink_to(gemma_file())
         port = free_port()
         log = home / "daemon.log"
-        cmd = serve_command(["--model", str(linked)], port)
+        cmd = serve_command(["--model", str(linked), "--max-tokens", str(ANSWER)], port)
         rows: list[tuple[int, int, float]] = []
         with running(cmd, port, "/health", log, env):
             agent_env, launched = launch_print(port, env)
