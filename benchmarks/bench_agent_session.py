@@ -117,8 +117,8 @@ def main(argv: list[str]) -> int:
         f"Command: `{' '.join(command(__file__, argv))}`",
         "Claude Code 2.1.332 (`claude -p`, then `-p --continue`), configured by `localserve "
         "launch claude --print`; a daemon with default settings serving Gemma 3 270M from a "
-        "file (context fitted), answers capped at 64 tokens. Turn 1: its cold request; later turns: "
-        "the largest /v1/messages request, from the daemon's log.",
+        "file (context fitted), answers capped at 64 tokens. Turn 1: its cold request; later "
+        "turns: the largest /v1/messages request, from the daemon's log.",
         f"Later turns cached: min {min(c / p for p, c, _ in later):.1%} (target >= 90%); TTFT "
         f"max {max(t for _, _, t in later) / first_ttft:.3f}x turn 1's (target <= 0.1x).",
     ]
