@@ -74,16 +74,24 @@ def requests_logged(proc: subprocess.Popen, path: str) -> list[str]:
     ]
 
 
-def run(program: Path, command: list[str], env: dict[str, str], home: Path) -> list[dict]:
-    """The agent's JSON lines, whatever it exits with."""
-    done = subprocess.run(
+def agent_run(
+    program: Path, command: list[str], env: dict[str, str], home: Path
+) -> subprocess.CompletedProcess[str]:
+    """The command as launch printed it, with the installed program, in a home of its own."""
+    return subprocess.run(
         [str(program), *command[1:]],
         env={**os.environ, "HOME": str(home), **env},
         cwd=home,
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
     )
+
+
+def run(program: Path, command: list[str], env: dict[str, str], home: Path) -> list[dict]:
+    """The agent's JSON lines, whatever it exits with."""
+    done = agent_run(program, command, env, home)
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert lines, f"exit {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr}"
     return lines
@@ -137,15 +145,7 @@ def run_plain(name: str, command: list[str], env: dict[str, str], home: Path) ->
     program = agent(name)
     if program is None:
         pytest.skip(f"{name} could not be installed from the npm registry (agent_clis.py)")
-    done = subprocess.run(
-        [str(program), *command[1:]],
-        env={**os.environ, "HOME": str(home), **env},
-        cwd=home,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        stdin=subprocess.DEVNULL,
-    )
+    done = agent_run(program, command, env, home)
     assert done.returncode == 0, f"stdout: {done.stdout}\nstderr: {done.stderr}"
     return done.stdout
 

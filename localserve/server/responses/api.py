@@ -50,6 +50,17 @@ def _id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
+def usage_of(turn: Answering) -> dict[str, Any]:
+    """A finished turn's counts, as the Responses API gives them."""
+    return {
+        "input_tokens": turn.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": turn.cached_tokens},
+        "output_tokens": turn.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": turn.prompt_tokens + turn.completion_tokens,
+    }
+
+
 class Answer:
     """One response, whole or streamed: its items, its object, and what the store keeps."""
 
@@ -116,15 +127,7 @@ class Answer:
     def body(self, turn: Answering | None, status: str, error: str | None = None) -> dict[str, Any]:
         done = status != "in_progress"
         output = [self.item(b, True) for b in self.blocks.blocks] if done else []
-        usage = None
-        if turn is not None and done:
-            usage = {
-                "input_tokens": turn.prompt_tokens,
-                "input_tokens_details": {"cached_tokens": turn.cached_tokens},
-                "output_tokens": turn.completion_tokens,
-                "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": turn.prompt_tokens + turn.completion_tokens,
-            }
+        usage = usage_of(turn) if turn is not None and done else None
         ask, echo = self.req.ask, self.req.echo
         fmt = {"type": "text"} if ask.params.grammar is None else {"type": "json_schema"}
         return {

@@ -19,6 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from localserve.server.http.readers import read_json
+from localserve.server.responses.api import usage_of
 from localserve.server.responses.request import read_request
 from localserve.server.upstream import agent_translate, agents
 from localserve.server.upstream.registry import Route
@@ -50,13 +51,7 @@ async def compact(request: web.Request) -> web.Response:
 
     async with agents.answering(request, body, ask, upstream_request) as turn:
         summary = "".join([piece.content async for piece in turn.pieces() if piece is not None])
-        usage = {
-            "input_tokens": turn.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": turn.cached_tokens},
-            "output_tokens": turn.completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": turn.prompt_tokens + turn.completion_tokens,
-        }
+        usage = usage_of(turn)
     kept = [_user_item(m["content"]) for m in req.input if m["role"] == "user"]
     compaction = {
         "type": "compaction",
