@@ -125,10 +125,17 @@ class Library:
                 found[name] = m
         for ref in served:
             name = parse_name(ref.name)
-            if name not in found and os.path.exists(ref.path):
-                found[name] = self.in_place(name, ref.path, ref.format, ref.path, embedded=False)
-                found[name].extra["served"] = True
+            if name not in found and (m := self._served(name, ref)) is not None:
+                found[name] = m
         return sorted(found.values(), key=lambda m: str(m.name))
+
+    def _served(self, name: ModelName, ref: ModelRef) -> Manifest | None:
+        """A manifest for a model the daemon serves by path, while its file is there."""
+        if not os.path.exists(ref.path):
+            return None
+        manifest = self.in_place(name, ref.path, ref.format, ref.path, embedded=False)
+        manifest.extra["served"] = True
+        return manifest
 
     def suggest(self, text: str) -> list[str]:
         return self.catalog.suggest(text, also=[m.name.short for m in self.models()])
@@ -210,7 +217,8 @@ class Library:
         if name is not None and stored is None:
             stored = self._embedded(name)
         if stored is None and name is not None:
-            stored = next((m for m in self.models(served) if m.name == name), None)
+            ref = next((r for r in served if parse_name(r.name) == name), None)
+            stored = self._served(name, ref) if ref is not None else None
         if stored is not None:
             return _already_here(stored, report)
         return pull(self.store, self.catalog, text, report)

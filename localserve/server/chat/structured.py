@@ -104,11 +104,11 @@ _HEADER_TEXT = 400  # characters of llguidance's words a header carries at most
 
 
 @lru_cache(maxsize=64)  # an agent sends the same tools every turn
-def unenforced(grammar: Grammar) -> tuple[list[str], str | None]:
+def unenforced(grammar: Grammar) -> tuple[tuple[str, ...], str | None]:
     """What llguidance leaves unenforced in a lenient grammar (its warnings: `Unimplemented
     keys: ["propertyNames"]`, `Unknown format: ...`), and why it cannot compile it at all, if it
     cannot. Blocking (a compile, milliseconds for an agent's two dozen tools): run it off the
-    event loop."""
+    event loop. Cached, so the answer is a tuple that no caller can change."""
     import llguidance
 
     try:
@@ -119,8 +119,8 @@ def unenforced(grammar: Grammar) -> tuple[list[str], str | None]:
             compiled = llguidance.LLMatcher.grammar_from_json_schema(grammar.text, overrides=style)
         failed, said = llguidance.LLMatcher.validate_grammar_with_warnings(compiled)
     except (ValueError, TypeError, RuntimeError) as exc:
-        return [], str(exc)
-    return ([], "; ".join(said)) if failed else (list(said), None)
+        return (), str(exc)
+    return ((), "; ".join(said)) if failed else (tuple(said), None)
 
 
 def header_text(words: str) -> str:

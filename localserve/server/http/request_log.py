@@ -177,10 +177,10 @@ async def _lenient(
     it is left unenforced and said; a grammar that cannot compile at all is dropped, the answer
     unconstrained and parsed as ever, and said too. A strict one is left for the worker to
     refuse, with a 400 that names the keyword, as before."""
-    loop = asyncio.get_running_loop()
-    dropped, failed = await loop.run_in_executor(None, structured.unenforced, grammar)
     if grammar.strict:
         return params
+    loop = asyncio.get_running_loop()
+    dropped, failed = await loop.run_in_executor(None, structured.unenforced, grammar)
     if failed is not None:
         log.warning("%s cannot be enforced, so it is not: %s", grammar.field, failed)
         notice(request, structured.UNCONSTRAINED_HEADER, structured.header_text(failed))
