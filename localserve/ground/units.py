@@ -37,7 +37,9 @@ def parse_keep_alive(value: object, param: str = "keep_alive") -> float | None:
     if isinstance(value, bool):
         raise BadRequest(f"'{param}' must be a duration like \"5m\" or a number of seconds", param)
     if isinstance(value, (int, float)):
-        seconds = float(value)
+        # Clamped before it is a float: an int of 400 digits is none (OverflowError), and any
+        # past either end is for ever.
+        seconds = float(min(max(value, -1), 2 * _FOREVER_S))
     elif isinstance(value, str):
         text = value.strip().lower()
         try:

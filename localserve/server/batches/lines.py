@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from localserve.ground.errors import BadRequest
-from localserve.server.http import limits
-from localserve.server.http.errors import Refused
+from localserve.server.http import bounded_json
 
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
 # OpenAI's one completion window; a batch not finished within it expires.
@@ -40,11 +39,9 @@ def parse_line(raw: bytes, number: int) -> Line | None:
     if not raw.strip():
         return None
     try:
-        value = limits.parse_json(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise _bad(number, "is not valid JSON") from None
-    except Refused:
-        raise _bad(number, f"nests JSON deeper than {limits.MAX_DEPTH} levels") from None
+        value = bounded_json.loads(raw)
+    except bounded_json.BadJSON as exc:
+        raise _bad(number, str(exc)) from None
     if not isinstance(value, dict):
         raise _bad(number, "must be a JSON object")
     custom_id = value.get("custom_id")

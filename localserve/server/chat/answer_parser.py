@@ -141,6 +141,8 @@ class AnswerParser:
                 return self._not_a_call(out)
             try:
                 obj, end = self._decoder.raw_decode(buf, self._pos)
+            except RecursionError:  # nested past the decoder's stack: a model's, never a call
+                return self._not_a_call(out)
             except ValueError:
                 if final:
                     return self._not_a_call(out)

@@ -21,6 +21,7 @@ from localserve.ground.call_formats import NAME_KEY, CallFormat
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import JSON_STYLE, Grammar
 from localserve.server.chat.structured import closed
+from localserve.server.http import bounded_json
 from localserve.server.http import validation as v
 
 FIELD = "tools"
@@ -167,9 +168,9 @@ def _past_call(call: Any, i: int, j: int) -> dict[str, Any]:
     arguments = spec.get("arguments") or {}
     if isinstance(arguments, str):  # OpenAI sends them as JSON text, Ollama as an object
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
-            raise BadRequest(f"{where}.function.arguments is not JSON", "messages") from None
+            arguments = bounded_json.loads(arguments) if arguments.strip() else {}
+        except bounded_json.BadJSON as exc:
+            raise BadRequest(f"{where}.function.arguments {exc}", "messages") from None
         # JSON inside a string may escape what the body's own check could not see.
         v.require_text(arguments, f"{where}.function.arguments", "messages")
     call_id = call.get("id") or ""

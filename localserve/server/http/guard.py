@@ -144,7 +144,7 @@ class Guard:
 
     def is_operator(self, request: web.Request) -> bool:
         sent = request.headers.get(OPERATOR_HEADER)
-        return bool(self.operator and sent and hmac.compare_digest(sent, self.operator))
+        return bool(self.operator and sent and _same_key(sent, self.operator))
 
     def key_refusal(self, request: web.Request) -> Refused | None:
         """Why the request's key does not open its path, or None."""
@@ -153,7 +153,7 @@ class Guard:
             return None
         sent = _sent_key(request)
         if path in ADMIN_PATHS and self.admin_key is not None:
-            if sent is not None and hmac.compare_digest(sent, self.admin_key):
+            if sent is not None and _same_key(sent, self.admin_key):
                 return None
             return Refused(
                 401 if sent is None else 403,
@@ -163,7 +163,7 @@ class Guard:
         if self.api_key is None:
             return None
         allowed = [k for k in (self.api_key, self.admin_key) if k is not None]
-        if sent is not None and any(hmac.compare_digest(sent, k) for k in allowed):
+        if sent is not None and any(_same_key(sent, k) for k in allowed):
             return None
         why = "no API key was sent" if sent is None else "the API key is wrong"
         return Refused(401, f"{why}: send Authorization: Bearer KEY or X-Api-Key", "api_key")
@@ -173,6 +173,14 @@ def _matches(name: str, patterns: tuple[str, ...]) -> bool:
     """Whether a whole host or origin, as the URL parser gave it, matches one of the operator's
     patterns (case and a root dot as in the headers)."""
     return any(fnmatch.fnmatchcase(name, p.lower().removesuffix(".")) for p in patterns)
+
+
+def _same_key(sent: str, key: str) -> bool:
+    """Compared in constant time, as bytes: `compare_digest` refuses a str that is not ASCII,
+    and a header may hold any byte (aiohttp hands those over as surrogates)."""
+    return hmac.compare_digest(
+        sent.encode("utf-8", "surrogatepass"), key.encode("utf-8", "surrogatepass")
+    )
 
 
 def _sent_key(request: web.Request) -> str | None:

@@ -1,17 +1,14 @@
 """Bounds on what one request may make the daemon hold or do, each a clear 4xx, so that no
-request can crash it or slow everyone else down: the size of a body, the time it may take to
-arrive (a slowloris client trickling bytes) and its JSON nesting. The connections' bounds (how
-many, how long a head or an idle connection may take) are in connections.py; the bounds on
-fields (stop strings, roles, logit_bias, max_tokens) are with the fields, in validation.py and
-requests.py.
+request can crash it or slow everyone else down: the size of a body and the time it may take to
+arrive (a slowloris client trickling bytes). Its JSON's nesting and integers are bounded where
+it is parsed (bounded_json.py). The connections' bounds (how many, how long a head or an idle
+connection may take) are in connections.py; the bounds on fields (stop strings, roles,
+logit_bias, max_tokens) are with the fields, in validation.py and requests.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import re
-from typing import Any
 
 from aiohttp import web
 
@@ -34,7 +31,6 @@ LARGE_BODIES = frozenset(
     }
 )
 SMALL_BODY = 1 << 20
-MAX_DEPTH = 64  # JSON nesting; real requests (tool schemas included) stay far below
 
 
 def body_limit(path: str, settings: Settings) -> int:
@@ -75,25 +71,3 @@ def _too_large(path: str, limit: int) -> Refused:
         f"the request body is larger than {format_size(limit)}, the most {path} takes{setting}",
         "max_body" if setting else None,
     )
-
-
-# A JSON string, escapes included; and every byte that is not a bracket.
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-
-
-def parse_json(raw: bytes) -> Any:
-    """JSON within MAX_DEPTH levels of nesting, checked before it is parsed: Python's decoder
-    recurses, so 100,000 brackets would exhaust its stack. The check runs in C (a regex drops
-    the strings, `translate` every byte but the brackets), so a large body of token ids costs
-    a loop over its few brackets, not over its numbers."""
-    depth = 0
-    for byte in _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS):
-        depth += 1 if byte in b"[{" else -1
-        if depth > MAX_DEPTH:
-            raise _too_deep()
-    return json.loads(raw)
-
-
-def _too_deep() -> Refused:
-    return Refused(400, f"the request body nests JSON deeper than {MAX_DEPTH} levels")

@@ -29,7 +29,6 @@ Any other field is a 400 that names it, as are `truncation: "auto"`, logprobs an
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +37,7 @@ from localserve.ground.sampling import Grammar, SamplingParams
 from localserve.server.chat import structured
 from localserve.server.chat.tool_calls import read_tools
 from localserve.server.chat_turn import ChatAsk
+from localserve.server.http import bounded_json
 from localserve.server.http import validation as v
 from localserve.server.http.readers import model_name, text_content
 
@@ -258,9 +258,9 @@ def _past_call(item: dict[str, Any], where: str) -> dict[str, Any]:
     arguments = item.get("arguments") or "{}"
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            raise BadRequest(f"{where}.arguments is not JSON", "input") from None
+            arguments = bounded_json.loads(arguments)
+        except bounded_json.BadJSON as exc:
+            raise BadRequest(f"{where}.arguments {exc}", "input") from None
         # JSON inside a string may escape what the body's own check could not see.
         v.require_text(arguments, f"{where}.arguments", "input")
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}

@@ -19,6 +19,7 @@ from localserve.ground.errors import BadRequest
 from localserve.server.chat.answer_parser import Call, Parsed
 from localserve.server.chat.tool_calls import ToolRequest
 from localserve.server.chat_turn import ChatAsk
+from localserve.server.http import bounded_json
 from localserve.server.upstream.translate import StreamState, reasoning
 
 JSON = dict[str, Any]
@@ -172,7 +173,7 @@ def call(index: int, slot: JSON) -> Call:
     name = str(fn.get("name") or "")
     call_id = slot.get("id") or f"call_{index}"
     try:
-        arguments = json.loads(text) if text.strip() else {}
+        arguments = bounded_json.loads(text) if text.strip() else {}
     except ValueError:
         arguments = None
     if isinstance(arguments, dict):

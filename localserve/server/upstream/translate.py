@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localserve.ground.errors import BadRequest
+from localserve.server.http import bounded_json
 
 JSON = dict[str, Any]
 
@@ -187,7 +188,7 @@ def _arguments(text: Any) -> Any:
     if not isinstance(text, str):
         return text
     try:
-        return json.loads(text) if text.strip() else {}
+        return bounded_json.loads(text) if text.strip() else {}
     except ValueError:
         return text
 

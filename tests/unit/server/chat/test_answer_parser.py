@@ -55,6 +55,11 @@ def test_a_call_cut_short_is_given_back_as_content() -> None:
     assert split(text, HERMES) == (text, "", [])
 
 
+def test_a_call_nested_past_the_decoders_stack_is_given_back_as_content() -> None:
+    text = '<tool_call>\n{"name": "w", "arguments": ' + "[" * 5000
+    assert split(text, HERMES, step=len(text)) == (text, "", [])
+
+
 def test_a_less_than_sign_that_starts_no_trigger_streams_as_content() -> None:
     assert split("a < b and <b> tags", HERMES) == ("a < b and <b> tags", "", [])
 
