@@ -120,15 +120,20 @@ def _caps(raw: Any) -> dict[str, int]:
     return caps
 
 
-def _drafts(raw: Any) -> dict[str, str]:
-    """ "qwen3=qwen3-small,gemma3=gemma3" or a TOML table: each model's draft model."""
-    drafts: dict[str, str] = {}
+def _model_pairs(raw: Any) -> dict[str, str]:
+    """ "qwen3=qwen3-small,gemma3=gemma3" or a TOML table: a model named for each name (its
+    draft model, or the model an alias stands for)."""
+    pairs: dict[str, str] = {}
     for name, value in _pairs(raw, None):
-        draft = str(value).strip()
-        if not name or not draft or name in drafts:
+        model = str(value).strip()
+        if not name or not model or name in pairs:
             raise ValueError
-        drafts[name] = draft
-    return drafts
+        pairs[name] = model
+    return pairs
+
+
+def _show_pairs(value: dict[str, str]) -> str:
+    return ",".join(f"{name}={model}" for name, model in value.items())
 
 
 def _show_caps(value: dict[str, int]) -> str:
@@ -194,11 +199,8 @@ BUDGETS = Kind(
 CAPS = Kind(
     _caps, _show_caps, 'a token count like 1024, or counts per model like "1024,gemma3=256"'
 )
-DRAFTS = Kind(
-    _drafts,
-    lambda v: ",".join(f"{name}={draft}" for name, draft in v.items()),
-    'model=draft pairs like "qwen3=qwen3-small"',
-)
+DRAFTS = Kind(_model_pairs, _show_pairs, 'model=draft pairs like "qwen3=qwen3-small"')
+ALIASES = Kind(_model_pairs, _show_pairs, 'alias=model pairs like "claude-sonnet-4-5=gemma3"')
 LAYERS = Kind(_layers, str, 'a layer count, or "auto"')
 NAMES_LIST = Kind(_names, ",".join, "a comma-separated list")
 PATHS = Kind(

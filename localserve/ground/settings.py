@@ -4,20 +4,15 @@ then a config file, then the defaults written here.
 The config file is TOML in platformdirs' config dir (`~/.config/localserve/config.toml` on
 Linux), or wherever `LOCALSERVE_CONFIG` points. Its keys are the setting names below:
 
-    host = "127.0.0.1"
     port = 11434
-    models_dir = "~/models"
     keep_alive = "10m"
-    prompt_cache = "512MiB"
+    alias = { claude-sonnet-4-5 = "gemma3" }
 
-Each setting is read from `--name-with-dashes`, from `LOCALSERVE_NAME` (`LOCALSERVE_MODELS` for
-models_dir, as Ollama has OLLAMA_MODELS) and from the file's `name`. Values keep their parsed
-type here (seconds, bytes); `shown` writes a value back the way a user types it, for the
-README's table and `--help`.
+Each setting is read from `--name-with-dashes`, `LOCALSERVE_NAME` (`LOCALSERVE_MODELS` for
+models_dir, as Ollama has OLLAMA_MODELS) and the file's `name`. Values keep their parsed type
+(seconds, bytes); `shown` writes one back as a user types it, for the README and `--help`.
 
-Not pydantic-settings: importing it costs the CLI about 0.7 s on every command here, and the
-precedence, the `host:port` split and error messages that name where a value came from would
-need custom sources anyway.
+Not pydantic-settings: its import costs the CLI 0.7 s a command, and it needs custom sources.
 """
 
 from __future__ import annotations
@@ -33,6 +28,7 @@ import platformdirs
 
 from localserve.ground.host_port import split_host_port
 from localserve.ground.setting_kinds import (
+    ALIASES,
     BUDGETS,
     CAPS,
     DRAFTS,
@@ -155,6 +151,13 @@ class Settings:
         "as 1024,gemma3=256 (a request's own max_tokens or num_predict wins)",
         unset="none: up to the slot's context",
     )
+    alias: dict[str, str] | None = setting(
+        None,
+        ALIASES,
+        "more names a model answers to and is listed under, as `ollama cp` makes them, for "
+        "agents that know only their vendor's names: claude-sonnet-4-5=gemma3",
+        unset="none",
+    )
     max_loaded_models: int = setting(0, WHOLE, "cap on resident models (0: no cap)")
     load_timeout: float = setting(120.0, SECONDS, "seconds a request waits for memory")
     probe_timeout: float = setting(
@@ -260,9 +263,7 @@ class Settings:
         LOG_FORMAT,
         "the log's lines: text, or json (one object a line, a request's fields as an object)",
     )
-    log_prompts: bool = setting(
-        False, SWITCH, "put each request's prompt in its log line (never without this)"
-    )
+    log_prompts: bool = setting(False, SWITCH, "put each request's prompt in its log line")
     # Upstreams (config.toml's [upstreams.*], docs/upstreams.md; server/upstream/).
     upstream_connect_timeout: float = setting(
         5.0, SECONDS, "seconds to connect to an upstream before the attempt counts as failed"

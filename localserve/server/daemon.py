@@ -20,6 +20,7 @@ from localserve.server.batches import routes as batches
 from localserve.server.http.connections import CONNECTIONS
 from localserve.server.http.front import listen
 from localserve.server.http.guard import is_loopback, operator_token
+from localserve.store.names import BadName, parse_name
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,11 @@ async def serve(settings: Settings, models: list[str]) -> str:
         remote = upstreams.read(config_path())
     except upstreams.UpstreamConfigError as exc:
         raise SystemExit(f"localserve: {exc}") from exc
+    for alias in settings.alias or {}:  # listed under it, so it must be a name Ollama takes
+        try:
+            parse_name(alias)
+        except BadName as exc:
+            raise SystemExit(f"localserve: --alias {alias}: {exc}") from exc
     manager = ModelManager.for_settings(settings)
     app = build_app(manager, remote)
     for up in remote:

@@ -1,11 +1,11 @@
 """The one owner of model residency: what is loaded, what is evicted, and when.
 
-Requests `acquire` a model by name. A model that is not resident is loaded once however many
-requests ask (single flight), after its estimate is reserved in the device's pool. When it does
-not fit, idle models are evicted least recently used first; busy and pinned ones never are.
-A request that waits for busy models to drain is bounded twice: after `max_pass_over_s` the
-models in its way stop admitting new requests (so a swap cannot be starved by steady traffic
-to the resident model), and after `load_timeout_s` it gives up with ModelBusy.
+Requests `acquire` a model by name (or alias). A model not resident is loaded once however many
+ask (single flight), after its estimate is reserved in the device's pool. When it does not fit,
+idle models are evicted least recently used first; busy and pinned ones never are. A request
+that waits for busy models to drain is bounded twice: after `max_pass_over_s` the models in its
+way stop admitting new requests (so a swap cannot be starved by steady traffic to the resident
+model), and after `load_timeout_s` it gives up with ModelBusy.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Protocol
 from localserve.engine.residency import eviction
 from localserve.engine.residency.devices import find_devices
 from localserve.engine.residency.loader import Loader, sized
-from localserve.engine.residency.per_model import output_cap, with_draft
+from localserve.engine.residency.per_model import aliased, output_cap, with_draft
 from localserve.engine.residency.placement import AUTO, Pin, Placement, place
 from localserve.engine.residency.pools import MemoryPool, device_pools, summary
 from localserve.engine.residency.tally import ResidencyTally
@@ -90,7 +90,7 @@ class ModelManager:
         return list(self._loading)
 
     def get(self, name: str) -> ResidentModel | None:
-        return self._resident.get(canonical_name(name))
+        return self._resident.get(canonical_name(aliased(self.settings, name)))
 
     # -- the request path ----------------------------------------------------------------------
 
@@ -114,14 +114,14 @@ class ModelManager:
             self._after_use(model)
 
     async def ensure(self, name: str, allow_path: bool = False, pin: Pin = AUTO) -> ResidentModel:
-        """The model, resident: loaded now if it must be, by one load however many ask.
-
-        Only the operator (`serve --model`; the admin load from the CLI, or with the admin
+        """The model, resident: loaded now if it must be, by one load however many ask. Only
+        the operator (`serve --model`; the admin load from the CLI, or with the admin
         key: server/admin/api.py) may name a file path; a client of the OpenAI or Ollama face
         names a model, and a name never holds a separator. A model resident with another
         placement than `pin` asks for is reloaded, as Ollama reloads a model for a request
         with another num_gpu: it stops taking requests, drains, and goes.
         """
+        name = aliased(self.settings, name)
         ref = self.known.get(canonical_name(name)) or await self._resolve(name, allow_path)
         self.known[ref.name] = ref
         started = time.monotonic()

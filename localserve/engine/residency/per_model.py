@@ -1,4 +1,5 @@
-"""Settings given per model name: the cap on its answers, and the model that drafts for it."""
+"""Settings given per model name: the cap on its answers, the model that drafts for it, and
+the names it also answers to."""
 
 from __future__ import annotations
 
@@ -8,6 +9,12 @@ from dataclasses import replace
 from localserve.ground.errors import EngineError, LoadFailed
 from localserve.ground.model import ModelRef
 from localserve.ground.settings import Settings
+from localserve.store.resolve import canonical_name
+
+
+def aliased(settings: Settings, name: str) -> str:
+    """The model `name` stands for: the one an alias (settings' `alias`) names, or itself."""
+    return (settings.alias or {}).get(canonical_name(name).lower(), name)
 
 
 def output_cap(settings: Settings, model: str) -> int | None:

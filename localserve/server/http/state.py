@@ -7,6 +7,7 @@ from aiohttp import web
 
 from localserve.engine.residency.loader import sized
 from localserve.engine.residency.manager import ModelManager
+from localserve.engine.residency.per_model import aliased
 from localserve.store.library import Library
 from localserve.store.resolve import canonical_name
 
@@ -36,6 +37,18 @@ async def context_length(request: web.Request, name: str) -> int:
     return await asyncio.get_running_loop().run_in_executor(None, _fitted, manager, name)
 
 
+def model_named(request: web.Request, name: str) -> str:
+    """The model a request's name stands for: the one an alias (`--alias`) names, or itself."""
+    return aliased(request.app[MANAGER].settings, name)
+
+
+def aliases(request: web.Request) -> dict[str, str]:
+    """Each alias, by the name it is listed under, with the model it stands for."""
+    found = request.app[MANAGER].settings.alias or {}
+    return {canonical_name(alias): canonical_name(model) for alias, model in found.items()}
+
+
 def _fitted(manager: ModelManager, name: str) -> int:
+    name = aliased(manager.settings, name)
     ref = manager.known.get(canonical_name(name)) or manager.library.resolve(name)
     return sized(manager.loader, ref, manager.pools.values()).n_ctx_slot

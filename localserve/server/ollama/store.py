@@ -25,7 +25,13 @@ from localserve.server.http import validation as v
 from localserve.server.http.errors import classify
 from localserve.server.http.guard import OPERATOR
 from localserve.server.http.readers import model_name, read_json
-from localserve.server.http.state import MANAGER, context_length, model_library
+from localserve.server.http.state import (
+    MANAGER,
+    aliases,
+    context_length,
+    model_library,
+    model_named,
+)
 from localserve.server.upstream import forward as upstream
 from localserve.server.upstream import listing
 from localserve.store.hub import looks_like_ref, parse_ref
@@ -88,6 +94,11 @@ async def tags(request: web.Request) -> web.Response:
         }
         for m, digest in await _off_loop(listed)
     ]
+    by_name = {canonical_name(str(m["name"])): m for m in models}
+    for alias, model in aliases(request).items():  # listed as `ollama cp` would list a copy
+        if model in by_name and alias not in by_name:
+            tag = str(parse_name(alias))
+            models.append({**by_name[model], "name": tag, "model": tag})
     local = [str(m["name"]) for m in models]
     models += [listing.ollama_tag(r) for r in listing.routes(request, local)]
     return web.json_response({"models": models})
@@ -133,6 +144,7 @@ async def show(request: web.Request) -> web.Response:
     target = upstream.route(request, {"model": name})
     if target is not None:
         return web.json_response(listing.ollama_show(target))
+    name = model_named(request, name)
     served = request.app[MANAGER].known.get(canonical_name(name))
     manifest, facts = await _off_loop(model_library(request).show, name, served)
     template = facts.pop("chat_template", None) or ""
@@ -167,7 +179,7 @@ async def show(request: web.Request) -> web.Response:
 
 async def pull(request: web.Request) -> web.StreamResponse:
     body = await read_json(request)
-    name = model_name(body)
+    name = model_named(request, model_name(body))
     stream = v.boolean(body, "stream", True)
     library = model_library(request)
     served = _served(request)

@@ -29,7 +29,7 @@ from localserve.server.http.readers import (
     model_name,
     read_json,
 )
-from localserve.server.http.state import MANAGER, context_length, model_library
+from localserve.server.http.state import MANAGER, aliases, context_length, model_library
 from localserve.server.http.streaming import (
     KEEPALIVE_S,
     open_sse,
@@ -311,6 +311,9 @@ async def _created(request: web.Request) -> dict[str, int]:
     created = {m.name.short: int(m.created_at) for m in stored}
     for m in manager.models:
         created.setdefault(m.name, int(m.loaded_at))
+    for alias, model in aliases(request).items():
+        if model in created:
+            created.setdefault(alias, created[model])
     return created
 
 

@@ -105,6 +105,7 @@ def test_every_setting_is_read_from_flags_environment_and_file_in_that_order(tmp
         "import_roots": ("/a", "/b", "/c"),
         "background_share": (0.1, 0.2, 0.3),
         "draft_model": ("a=b", "a=c", "a=d"),
+        "alias": ("a=b", "a=c", "a=d"),
     }
     two_valued = {"log_format": ("json", "text")}
     for name in NAMES:
@@ -165,6 +166,14 @@ def test_draft_model_names_each_model_its_draft(tmp_path):
     assert settings.draft_model == {"qwen3": "qwen3-small", "gemma3": "gemma3"}
     table = write(tmp_path, 'draft_model = {smollm2 = "/m/draft.gguf"}\n')
     assert load({}, env={}, path=table).draft_model == {"smollm2": "/m/draft.gguf"}
+
+
+def test_alias_names_the_model_each_alias_stands_for(tmp_path):
+    assert load({}, env={}, path=NO_FILE).alias is None
+    settings = load({"alias": "Claude-Sonnet-4-5=gemma3, gpt-5=smollm2"}, env={}, path=NO_FILE)
+    assert settings.alias == {"claude-sonnet-4-5": "gemma3", "gpt-5": "smollm2"}
+    table = write(tmp_path, 'alias = { claude-haiku-4-5 = "smollm2" }\n')
+    assert load({}, env={}, path=table).alias == {"claude-haiku-4-5": "smollm2"}
 
 
 def test_gpu_layers_is_auto_unless_a_count_is_given():
