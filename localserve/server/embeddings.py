@@ -20,13 +20,14 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
+from localserve.engine.residency.placement import AUTO
 from localserve.engine.workers.resident import ResidentModel
 from localserve.ground.errors import BadRequest, ContextOverflow
 from localserve.server.http import request_log
 from localserve.server.http import validation as v
 from localserve.server.http.priority import is_background
 from localserve.server.http.readers import keep_alive, model_name, read_json
-from localserve.server.http.state import MANAGER
+from localserve.server.http.state import MANAGER, context_pin
 from localserve.server.ollama.options import CONTEXT_HEADER, window
 from localserve.server.upstream import forward as upstream
 from localserve.server.upstream import ollama as upstream_ollama
@@ -81,7 +82,8 @@ async def ollama_embed(request: web.Request) -> web.StreamResponse:
     truncate = v.boolean(body, "truncate", True)
     dimensions = _dimensions(body)
     num_ctx = v.integer(v.obj(body, "options"), "num_ctx", None, 1, 1 << 31)
-    async with request.app[MANAGER].acquire(name, keep_alive(body)) as model:
+    pin = await context_pin(request, name, AUTO, num_ctx)
+    async with request.app[MANAGER].acquire(name, keep_alive(body), pin) as model:
         load_s = time.monotonic() - started
         ctx, cut = window(num_ctx, model.info.n_ctx_slot)
         if cut is not None:

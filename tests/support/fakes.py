@@ -285,7 +285,7 @@ class FakeLoader:
         self.layered: dict[str, LayeredEstimate] = {}
         self.placements: dict[str, Placement] = {}
 
-    def estimate(self, ref: ModelRef, room: int | None = None) -> LayeredEstimate:
+    def estimate(self, ref: ModelRef, room: int | None = None, ctx: int = 0) -> LayeredEstimate:
         layered = self.layered.get(ref.name)
         return layered or unsplit(MemoryEstimate(self.sizes.get(ref.name, 100), 0, 0))
 

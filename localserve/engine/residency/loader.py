@@ -48,9 +48,10 @@ class Loader(Protocol):
     """Where models run. Every call but `on_lost` blocks: the manager makes them on a worker
     thread."""
 
-    def estimate(self, ref: ModelRef, room: int | None = None) -> LayeredEstimate:
+    def estimate(self, ref: ModelRef, room: int | None = None, ctx: int = 0) -> LayeredEstimate:
         """What the model will take once loaded, by layer; raises LoadFailed for a file the
-        runtime must never see. With an automatic context, it is fitted to `room` bytes."""
+        runtime must never see. `ctx` (0: the settings') is its context per slot; with an
+        automatic one, that is fitted to `room` bytes."""
         ...
 
     def load(self, ref: ModelRef, placement: Placement) -> ResidentModel:
@@ -75,10 +76,24 @@ class Loader(Protocol):
         ...
 
 
-def sized(loader: Loader, ref: ModelRef, pools: Iterable[MemoryPool]) -> LayeredEstimate:
-    """The loader's estimate, an automatic context fitted to 1/FIT_SHARE of the largest pool's
-    budget: room for the model's slots, and for another model beside it."""
+def sized(
+    loader: Loader, ref: ModelRef, pools: Iterable[MemoryPool], ctx: int | None = None
+) -> LayeredEstimate:
+    """The loader's estimate at `ctx` if given, else with an automatic context fitted to
+    1/FIT_SHARE of the largest pool's budget: room for the model's slots, and for another
+    model beside it."""
+    if ctx:
+        return loader.estimate(ref, None, ctx)
     return loader.estimate(ref, max((p.budget for p in pools), default=0) // FIT_SHARE)
+
+
+def grown_ctx(loader: Loader, ref: ModelRef, pools: Iterable[MemoryPool], asked: int) -> int:
+    """The context a request asking for `asked` tokens a slot (Ollama's num_ctx) may reload the
+    model with: up to its trained context, while the model then fits the largest pool's whole
+    budget; 0 where it would not."""
+    ctx = min(asked, loader.estimate(ref, None).n_ctx_slot)
+    budget = max((p.budget for p in pools), default=0)
+    return ctx if loader.estimate(ref, None, ctx).whole.total <= budget else 0
 
 
 def layered_estimate(ref: ModelRef, s: Settings, room: int | None = None) -> LayeredEstimate:

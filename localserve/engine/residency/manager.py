@@ -191,9 +191,9 @@ class ModelManager:
 
     async def _load(self, ref: ModelRef, started: float, pin: Pin) -> ResidentModel:
         loop = asyncio.get_running_loop()
-        estimate = await loop.run_in_executor(None, sized, self.loader, ref, self.pools.values())
-        if pin.free and self.settings.gpu_layers is not None:
-            pin = Pin(gpu_layers=self.settings.gpu_layers)
+        pools = self.pools.values()
+        estimate = await loop.run_in_executor(None, sized, self.loader, ref, pools, pin.ctx)
+        pin = pin.or_layers(self.settings.gpu_layers)
         residents, waiters = self._resident.values(), self._waiters
         placement = place(
             estimate, list(self.pools.values()), lambda p: eviction.room(p, residents, waiters), pin

@@ -15,7 +15,7 @@ Busy and pinned models are never in a room: their memory is not to be had.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from localserve.engine.residency.pools import CPU, MemoryPool
 from localserve.formats import MemoryEstimate
@@ -29,10 +29,17 @@ class Pin:
 
     device: str | None = None  # a pool's name: "cpu", "gpu0"
     gpu_layers: int | None = None  # None: as many as fit
+    ctx: int | None = None  # a context per slot (Ollama's num_ctx); None: the settings'
 
     @property
     def free(self) -> bool:
-        return self.device is None and self.gpu_layers is None
+        return self.device is None and self.gpu_layers is None and self.ctx is None
+
+    def or_layers(self, gpu_layers: int | None) -> Pin:
+        """This pin, with the settings' `gpu_layers` where it names neither device nor layers."""
+        if self.device is None and self.gpu_layers is None and gpu_layers is not None:
+            return replace(self, gpu_layers=gpu_layers)
+        return self
 
 
 AUTO = Pin()
@@ -74,6 +81,8 @@ class Placement:
         """Whether a model placed so serves a request that pins `pin`, or must be reloaded."""
         if pin.free or pin == self.pin:
             return True
+        if pin.ctx is not None and pin.ctx > self.n_ctx_slot:
+            return False
         if pin.device is not None and pin.device != self.device:
             return False
         return pin.gpu_layers is None or min(pin.gpu_layers, self.max_layers) == self.gpu_layers

@@ -20,7 +20,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgspec
@@ -89,8 +89,10 @@ class WorkerLoader:
     def on_lost(self, callback: LostModels) -> None:
         self._lost = callback
 
-    def estimate(self, ref: ModelRef, room: int | None = None) -> LayeredEstimate:
-        return layered_estimate(ref, self.settings, room)
+    def estimate(self, ref: ModelRef, room: int | None = None, ctx: int = 0) -> LayeredEstimate:
+        return layered_estimate(
+            ref, replace(self.settings, ctx=ctx) if ctx else self.settings, room
+        )
 
     def load(self, ref: ModelRef, placement: Placement) -> ResidentModel:
         device = self.devices[self._placed.get(ref.name, placement.device)]

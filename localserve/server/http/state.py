@@ -2,12 +2,15 @@
 length every face reports."""
 
 import asyncio
+from dataclasses import replace
 
 from aiohttp import web
 
-from localserve.engine.residency.loader import sized
+from localserve.engine.residency.loader import grown_ctx, sized
 from localserve.engine.residency.manager import ModelManager
 from localserve.engine.residency.per_model import aliased
+from localserve.engine.residency.placement import Pin
+from localserve.ground.model import ModelRef
 from localserve.store.library import Library
 from localserve.store.resolve import canonical_name
 
@@ -37,6 +40,22 @@ async def context_length(request: web.Request, name: str) -> int:
     return await asyncio.get_running_loop().run_in_executor(None, _fitted, manager, name)
 
 
+async def context_pin(request: web.Request, name: str, pin: Pin, asked: int | None) -> Pin:
+    """`pin`, asking for a larger context where Ollama's `num_ctx` is above the one `name` runs
+    in, as Ollama reloads a model for it (once its running requests end), while the memory
+    budget holds the model with it. `--ctx` pins the context: then, as where memory does not
+    allow, the request runs in the loaded context (ollama/options.py's window says so)."""
+    manager = request.app[MANAGER]
+    if asked is None or manager.settings.ctx:
+        return pin
+    now = await context_length(request, name)
+    if asked <= now:
+        return pin
+    loop = asyncio.get_running_loop()
+    ctx = await loop.run_in_executor(None, _grown, manager, name, asked)
+    return replace(pin, ctx=ctx) if ctx > now else pin
+
+
 def model_named(request: web.Request, name: str) -> str:
     """The model a request's name stands for: the one an alias (`--alias`) names, or itself."""
     return aliased(request.app[MANAGER].settings, name)
@@ -48,7 +67,14 @@ def aliases(request: web.Request) -> dict[str, str]:
     return {canonical_name(alias): canonical_name(model) for alias, model in found.items()}
 
 
-def _fitted(manager: ModelManager, name: str) -> int:
+def _ref(manager: ModelManager, name: str) -> ModelRef:
     name = aliased(manager.settings, name)
-    ref = manager.known.get(canonical_name(name)) or manager.library.resolve(name)
-    return sized(manager.loader, ref, manager.pools.values()).n_ctx_slot
+    return manager.known.get(canonical_name(name)) or manager.library.resolve(name)
+
+
+def _grown(manager: ModelManager, name: str, asked: int) -> int:
+    return grown_ctx(manager.loader, _ref(manager, name), manager.pools.values(), asked)
+
+
+def _fitted(manager: ModelManager, name: str) -> int:
+    return sized(manager.loader, _ref(manager, name), manager.pools.values()).n_ctx_slot

@@ -35,7 +35,7 @@ from localserve.server.http.readers import (
     model_name,
     read_json,
 )
-from localserve.server.http.state import MANAGER
+from localserve.server.http.state import MANAGER, context_pin
 from localserve.server.ollama import template as ollama_template
 from localserve.server.ollama.options import (
     CONTEXT_HEADER,
@@ -90,12 +90,13 @@ class OllamaGeneration:
         opts = options_from(body)
         stay = keep_alive(body)
         _refuse_unsupported(body, self.chat)
+        pin = await context_pin(self.request, self.name, opts.pin, opts.num_ctx)
         if self._is_empty(body):
-            return await self._load_or_unload(stay, opts.pin)
+            return await self._load_or_unload(stay, pin)
         tools = read_tools(body) if self.chat else None
         think = _think(body)
         manager = self.request.app[MANAGER]
-        async with manager.acquire(self.name, stay, opts.pin) as model:
+        async with manager.acquire(self.name, stay, pin) as model:
             self.load_s = time.monotonic() - self.started
             ctx, cut = window(opts.num_ctx, model.info.n_ctx_slot)
             if cut is not None:

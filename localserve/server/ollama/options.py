@@ -4,14 +4,15 @@ Ollama's defaults differ from OpenAI's (top_p 0.9, min_p 0, repeat_penalty 1.1 o
 64 tokens), and an Ollama user expects them: they are what `ollama run` gives.
 
 `num_ctx` asks for a context window. Ours is fixed per slot at load (no request allocates KV),
-so a `num_ctx` up to a slot's context is honoured; a larger one runs in the loaded context, and
-the answer's `X-Localserve-Context` header says so with the figure (the one /api/show, /api/ps
-and /v1/models report): agents send large ones, and a refusal failed their first request. A
-prompt that does not
-fit is not refused, as Ollama's runner does not refuse it: it keeps the first `num_keep` tokens
-and the most recent ones. Ollama then shifts the window while it generates; we cannot, so the
-prompt is cut to half the window to leave the answer room, and the answer ends with
-done_reason "length" when the window is full.
+so a `num_ctx` up to a slot's context is honoured. A larger one reloads the model with it, as
+Ollama does, once its running requests end (server/http/state.py's context_pin), where the
+memory budget holds it and `--ctx` does not pin the context; otherwise it runs in the loaded
+context, and the answer's `X-Localserve-Context` header says so with the figure (the one
+/api/show, /api/ps and /v1/models report): agents send large ones, and a refusal failed their
+first request. A prompt that does not fit is not refused, as Ollama's runner does not refuse
+it: it keeps the first `num_keep` tokens and the most recent ones. Ollama then shifts the window
+while it generates; we cannot, so the prompt is cut to half the window to leave the answer
+room, and the answer ends with done_reason "length" when the window is full.
 """
 
 from __future__ import annotations
@@ -87,8 +88,8 @@ def window(num_ctx: int | None, slot_ctx: int) -> tuple[int, str | None]:
     if num_ctx is None or num_ctx <= slot_ctx:
         return num_ctx or slot_ctx, None
     return slot_ctx, (
-        f"{slot_ctx}; num_ctx {num_ctx} is above the loaded context, so it runs in {slot_ctx} "
-        "(start the daemon with a larger --ctx for more)"
+        f"{slot_ctx}; num_ctx {num_ctx} is above the context this model loads with here (its "
+        f"trained context, what the memory budget holds, or --ctx), so it runs in {slot_ctx}"
     )
 
 

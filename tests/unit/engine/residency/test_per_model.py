@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from localserve.engine.residency.per_model import output_cap, with_draft
+from localserve.engine.residency.per_model import aliased, output_cap, with_draft
 from localserve.ground.errors import LoadFailed, ModelNotFound
 from localserve.ground.model import ModelRef
 from localserve.ground.settings import Settings
@@ -44,3 +44,9 @@ def test_a_draft_model_that_cannot_be_found_fails_the_load_naming_the_setting() 
 def test_a_draft_model_of_another_format_is_refused() -> None:
     with pytest.raises(LoadFailed, match="GGUF"):
         smollm2_with({"smollm2": "smol-onnx"})
+
+
+def test_an_alias_stands_for_its_model_and_any_other_name_for_itself() -> None:
+    settings = Settings(alias={"claude-sonnet-4-5": "gemma3"})
+    assert aliased(settings, "Claude-Sonnet-4-5:latest") == "gemma3"
+    assert aliased(settings, "smollm2") == "smollm2"
