@@ -53,6 +53,12 @@ class Backend(Vocabulary, Protocol):
         """Free every native resource; the backend is unusable afterwards."""
         ...
 
+    def check_sampling(self, p: SamplingParams) -> None:
+        """BadRequest naming the field of `p` this model's sampler cannot honour (a grammar it
+        cannot enforce, a sampler it lacks), before anything is queued: never an answer that
+        silently leaves it out."""
+        ...
+
 
 class SlotBackend(Backend, Protocol):
     """A model whose steps the engine plans, with `info.n_slots` KV slots allocated at load."""

@@ -65,5 +65,5 @@ def _add_filters(chain: ll.llama_sampler_p, p: SamplingParams) -> None:
         ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_k(p.top_k))
     if p.top_p < 1.0:
         ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_p(p.top_p, 1))
-    if p.min_p > 0.0:
-        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_min_p(p.min_p, 1))
+    if p.min_p_or_default > 0.0:
+        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_min_p(p.min_p_or_default, 1))

@@ -31,7 +31,7 @@ from localserve.backends.base import TurnEnd, TurnEvent
 from localserve.backends.onnx_rows import RowBatch, fits
 from localserve.backends.onnx_vocab import load_token_bytes
 from localserve.formats.onnx import PROVIDER_ENV, OnnxFolder, available, read_folder
-from localserve.ground.errors import LoadFailed
+from localserve.ground.errors import BadRequest, LoadFailed
 from localserve.ground.model import ModelInfo
 from localserve.ground.sampling import SamplingParams
 
@@ -222,6 +222,17 @@ class OnnxGenaiBackend:
         self.tokenizer = None
         self.model = None
 
+    def check_sampling(self, p: SamplingParams) -> None:
+        """No grammar or logit bias (no logits to mask); on onnxruntime-genai's Engine, nothing
+        it does not sample with (`engine_lacks`). Our own rows honour every other field."""
+        what, field = _constraint(p)
+        if field is None and self.rows is None:
+            field = engine_lacks(p, per_turn_seed=self.continuous)
+            kind = "dynamic" if self.continuous else "static"
+            what = f"'{field}': onnxruntime-genai's {kind} Engine runs it, and samples without"
+        if field is not None:
+            raise BadRequest(f"model '{self.info.name}' (onnx) does not support {what}", field)
+
     # -- the BatchRuntime surface: what engine/batching/onnx_batcher.py steps ----------------------
 
     def new_engine(self) -> None:
@@ -256,8 +267,7 @@ class OnnxGenaiBackend:
             turn.set_top_k(max(0, params.top_k))
             turn.set_top_p(min(1.0, max(0.0, params.top_p)) or 1.0)
         if params.seed is not None and self.continuous:
-            # A static Engine takes no per-turn seed (it shares one random stream per batch):
-            # there a seeded request still samples, only not reproducibly.
+            # A static Engine takes no per-turn seed: check_sampling refused a sampled one.
             turn.set_seed(params.seed & 0x7FFFFFFF)
         if params.repeat_penalty > 0 and params.repeat_penalty != 1.0:
             turn.set_repetition_penalty(params.repeat_penalty)
@@ -309,3 +319,30 @@ class OnnxGenaiBackend:
         if token is None and end is None:
             return None
         return TurnEvent(key, token, end)
+
+
+def _constraint(p: SamplingParams) -> tuple[str, str | None]:
+    """What of a constrained answer `p` asks for, and its field; ("", None) for none."""
+    if p.grammar is not None:
+        kind = "structured output" if p.grammar.kind == "json_schema" else "tool calls"
+        return kind, p.grammar.field
+    if p.logit_bias:
+        return "logit_bias", "logit_bias"
+    return "", None
+
+
+def engine_lacks(p: SamplingParams, per_turn_seed: bool) -> str | None:
+    """The first field of `p` that onnxruntime-genai's Engine would leave out, if any. Its
+    sampler has temperature, top-k, top-p and a repetition penalty only; a per-turn seed is
+    taken only where it batches dynamically (0.18 refuses one on a static Engine, whose batch
+    shares one random stream). A min_p or seed with greedy decoding changes nothing, so is
+    honoured; the server's own min-p default is not the client's and is not refused."""
+    if p.min_p and not p.greedy:
+        return "min_p"
+    if p.presence_penalty:
+        return "presence_penalty"
+    if p.frequency_penalty:
+        return "frequency_penalty"
+    if p.seed is not None and not per_turn_seed and not p.greedy:
+        return "seed"
+    return None

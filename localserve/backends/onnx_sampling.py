@@ -77,9 +77,10 @@ class RowSampler:
             # Keep the smallest head whose mass reaches top_p (at least one token).
             keep = int(np.searchsorted(np.cumsum(probs), p.top_p) + 1)
             candidates, values = candidates[:keep], values[:keep]
-        if p.min_p > 0.0:
+        min_p = p.min_p_or_default
+        if min_p > 0.0:
             # min-p keeps the tokens at least min_p times as likely as the best one.
-            keep_mask = values >= values[0] + np.log(p.min_p)
+            keep_mask = values >= values[0] + np.log(min_p)
             candidates, values = candidates[keep_mask], values[keep_mask]
         probs = _softmax(values / max(p.temperature, 1e-6))
         return int(candidates[self._rng.choice(candidates.size, p=probs)])

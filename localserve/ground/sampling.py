@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 # Compact JSON, with the spaces models write after ',' and ':': free whitespace would let a
 # small model pad an answer with newlines until max_tokens. llguidance's JSON options.
 JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+# min-p where a request names none: llama.cpp server's default. It is the server's choice, not
+# the client's: a sampler without min-p (onnxruntime-genai's Engine) samples without it, where
+# a min_p the client named is refused.
+DEFAULT_MIN_P = 0.05
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,7 @@ class SamplingParams:
     temperature: float = 0.8
     top_k: int = 40
     top_p: float = 0.95
-    min_p: float = 0.05
+    min_p: float | None = None  # None: DEFAULT_MIN_P, where the sampler has min-p
     repeat_penalty: float = 1.0
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
@@ -60,6 +64,10 @@ class SamplingParams:
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0
+
+    @property
+    def min_p_or_default(self) -> float:
+        return DEFAULT_MIN_P if self.min_p is None else self.min_p
 
     @property
     def has_penalties(self) -> bool:

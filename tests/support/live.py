@@ -50,9 +50,12 @@ def start_daemon(
 
 
 @contextmanager
-def running_daemon(args: Sequence[str]) -> Iterator[tuple[subprocess.Popen, str]]:
-    """A daemon for a fixture of wider scope than a test: started, yielded, stopped."""
-    proc, url = start_daemon(args)
+def running_daemon(
+    args: Sequence[str], env: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen, str]]:
+    """A daemon for a fixture of wider scope than a test: started, yielded, stopped. `env` is
+    added to ours for it."""
+    proc, url = start_daemon(args, env=env)
     try:
         yield proc, url
     finally:

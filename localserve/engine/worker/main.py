@@ -220,25 +220,10 @@ class Worker:
 
     def _submit(self, message: m.Submit) -> m.Submitted:
         resident = self._model(message.model)
-        grammar, bias = message.params.grammar, message.params.logit_bias
-        if grammar is not None or bias:
-            check = getattr(resident.built.backend, "check_sampling", None)
-            if check is None:
-                what, field = (
-                    ("logit_bias", "logit_bias")
-                    if grammar is None
-                    else (
-                        ("structured output" if grammar.kind == "json_schema" else "tool calls"),
-                        grammar.field,
-                    )
-                )
-                raise BadRequest(
-                    f"model '{message.model}' ({resident.built.backend.info.format}) does not "
-                    f"support {what}",
-                    field,
-                )
-            check(message.params)
         backend = resident.built.backend
+        # What the backend's sampler cannot honour is a 400 naming the field, before the
+        # Submitted reply, so before anything streams.
+        backend.check_sampling(message.params)
         prompt = message.prompt or backend.tokenize(message.text, message.add_special)
         if not prompt:
             raise BadRequest("the prompt is empty", message.prompt_field)

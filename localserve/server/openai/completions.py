@@ -54,7 +54,8 @@ def sampling_from(body: v.JSON) -> SamplingParams:
         temperature=v.number(body, "temperature", 0.8, 0.0, 2.0),
         top_p=v.number(body, "top_p", 0.95, 0.0, 1.0),
         top_k=v.integer(body, "top_k", 40, 0, 1 << 20) or 0,
-        min_p=v.number(body, "min_p", 0.05, 0.0, 1.0),
+        # Absent, the server's default (ONNX's Engine has no min-p: one named there is refused).
+        min_p=None if body.get("min_p") is None else v.number(body, "min_p", 0, 0.0, 1.0),
         presence_penalty=v.number(body, "presence_penalty", 0.0, -2.0, 2.0),
         frequency_penalty=v.number(body, "frequency_penalty", 0.0, -2.0, 2.0),
         repeat_penalty=v.number(body, "repeat_penalty", 1.0, 0.0, 10.0),

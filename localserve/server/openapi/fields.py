@@ -144,6 +144,9 @@ PRIORITY = {
 # Output caps are upper bounds (server/chat_turn.py check_room), never refusals.
 OUTPUT_CAP = 'at most; one above the room the prompt leaves is clamped to it, ending "length"'
 
+# onnxruntime-genai's Engine samples without these (backends/onnx_genai.py engine_lacks).
+ENGINE_LACKS = "a 400 on an ONNX model that onnxruntime-genai's Engine runs (not our own rows)"
+
 OPENAI_SAMPLING = {
     "n": integer(1, 1, 1, "only 1"),
     "max_tokens": integer(1, 1 << 30, doc=OUTPUT_CAP),
@@ -160,10 +163,10 @@ OPENAI_SAMPLING = {
     "temperature": number(0, 2, 0.8),
     "top_p": number(0, 1, 0.95),
     "top_k": integer(0, 1 << 20, 40),
-    "min_p": number(0, 1, 0.05),
-    **PENALTIES,
+    "min_p": number(0, 1, 0.05, ENGINE_LACKS),
+    **{key: number(-2, 2, 0, ENGINE_LACKS) for key in PENALTIES},
     "repeat_penalty": number(0, 10, 1),
-    "seed": integer(*SEED),
+    "seed": integer(*SEED, doc=f"{ENGINE_LACKS}, unless greedy or batched dynamically"),
     "response_format": RESPONSE_FORMAT,
     "stream": boolean(False),
     "stream_options": nullable(obj({"include_usage": boolean(False)})),
@@ -181,14 +184,14 @@ OLLAMA_OPTIONS = nullable(
                 doc="up to a slot's context; above it, runs in that (X-Localserve-Context says so)",
             ),
             "num_keep": integer(-1, NO_LIMIT, 4),
-            "seed": integer(*SEED, default=-1),
+            "seed": integer(*SEED, -1, f"{ENGINE_LACKS}, unless greedy or batched dynamically"),
             "temperature": number(0, 10, 0.8),
             "top_k": integer(0, NO_LIMIT, 40),
             "top_p": number(0, 1, 0.9),
-            "min_p": number(0, 1, 0),
+            "min_p": number(0, 1, 0, ENGINE_LACKS),
             "repeat_last_n": integer(-1, NO_LIMIT, 64),
             "repeat_penalty": number(0, 10, 1.1),
-            **PENALTIES,
+            **{key: number(-2, 2, 0, ENGINE_LACKS) for key in PENALTIES},
             "stop": STOP,
             "num_gpu": integer(-1, NO_LIMIT, -1, "layers on a GPU; -1 leaves it to placement"),
             "main_gpu": integer(0, 255, doc="which GPU, 0 first"),

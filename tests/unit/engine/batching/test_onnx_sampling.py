@@ -72,3 +72,9 @@ def test_min_p_drops_tokens_far_less_likely_than_the_best() -> None:
 
 def test_ignore_eos_never_draws_the_end_of_generation_token() -> None:
     assert sampler(temperature=0, ignore_eos=True).pick(logits(9, 1, 2)) == 2
+
+
+def test_a_request_naming_no_min_p_samples_with_the_servers_default() -> None:
+    # exp(-4) is ~0.018 of the best: below the default 0.05, so token 1 is never drawn.
+    s = sampler(temperature=1.0, top_k=0, top_p=1.0)
+    assert draws(s, logits(-50, -4, 0, -50)) == {2}
