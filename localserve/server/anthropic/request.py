@@ -252,7 +252,7 @@ def _tool_result(block: dict[str, Any], at: str) -> dict[str, Any]:
 def _tools(body: v.JSON) -> Any:
     tools = body.get("tools")
     if tools is None:
-        return None
+        tools = []  # still read tool_choice: `any` or `tool` with no tools is refused
     if not isinstance(tools, list):
         raise BadRequest("'tools' must be a list of tools", "tools")
     functions = []

@@ -74,6 +74,12 @@ def read_tools(body: v.JSON) -> ToolRequest | None:
     no tool may be called (none given, or tool_choice "none")."""
     tools = body.get("tools")
     if tools is None or tools == []:
+        # A call required of no tools cannot be honoured: refused, never a free answer (a
+        # named function is refused by _choice, as not in the tools).
+        if _choice(body.get("tool_choice"), [])[0] == "required":
+            raise BadRequest(
+                "'tool_choice' requires a tool call, but no tools are given", "tool_choice"
+            )
         return None
     if not isinstance(tools, list):
         raise BadRequest("'tools' must be a list of tools", FIELD)

@@ -272,7 +272,7 @@ def _past_call(item: dict[str, Any], where: str) -> dict[str, Any]:
 def _tools(body: v.JSON, namespaced: dict[str, tuple[str, str]]) -> Any:
     tools = body.get("tools")
     if tools is None:
-        return None
+        tools = []  # still read tool_choice: "required" or a function with no tools is refused
     if not isinstance(tools, list):
         raise BadRequest("'tools' must be a list of tools", "tools")
     functions: list[dict[str, Any]] = []
