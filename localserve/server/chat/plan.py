@@ -94,18 +94,34 @@ def template_kwargs(body: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
+# OpenAI's reasoning efforts: Chat Completions' `reasoning_effort`, Responses' `reasoning.effort`.
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+
+def read_effort(value: Any, name: str, field: str) -> str | None:
+    """A reasoning effort, one of EFFORTS; None when not given. Its one switch here is the
+    template's thinking: "none" turns it off, and any other level on (as Ollama takes its
+    `think` levels): no template here grades how long a model thinks."""
+    if value is None:
+        return None
+    if value not in EFFORTS:
+        raise BadRequest(f"'{name}' must be one of {', '.join(EFFORTS)}", field)
+    return str(value)
+
+
 def plan_chat(
     model: ResidentModel,
     tools: ToolRequest | None,
     think: bool | None,
     variables: dict[str, Any] | None = None,
+    think_field: str = "think",
 ) -> ChatPlan:
-    """BadRequest for thinking asked of a model that does not think. `variables` may hold
-    `enable_thinking`, which is `think` by another name."""
+    """BadRequest naming `think_field` for thinking asked of a model that does not think.
+    `variables` may hold `enable_thinking`, which is `think` by another name."""
     variables = dict(variables or {})
     if think is None and isinstance(variables.get("enable_thinking"), bool):
         think = variables.pop("enable_thinking")
     plan = ChatPlan(model, tools, think, variables)
     if think and not plan.thinks:
-        raise BadRequest(f"'{model.name}' does not support thinking", "think")
+        raise BadRequest(f"'{model.name}' does not support thinking", think_field)
     return plan

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -17,7 +18,7 @@ from localserve.ground.sampling import SamplingParams
 from localserve.server.chat import fim, structured
 from localserve.server.chat.answer_parser import AnswerParser, Call, Parsed
 from localserve.server.chat.pieces import parsed, whole
-from localserve.server.chat.plan import plan_chat, template_kwargs
+from localserve.server.chat.plan import plan_chat, read_effort, template_kwargs
 from localserve.server.chat.tool_calls import read_tools
 from localserve.server.chat_turn import check_room
 from localserve.server.http import request_log
@@ -39,6 +40,8 @@ from localserve.server.http.streaming import (
 )
 from localserve.server.upstream import forward as upstream
 from localserve.server.upstream import listing
+
+EFFORT = "reasoning_effort"
 
 
 def sampling_from(body: v.JSON) -> SamplingParams:
@@ -66,6 +69,16 @@ def sampling_from(body: v.JSON) -> SamplingParams:
         grammar=structured.from_response_format(body),
         draft_tokens=v.draft_tokens(body),
     )
+
+
+def _echoed(prompt: Any) -> str:
+    """The prompt as `echo` repeats it. The daemon holds no vocabulary to turn token ids back
+    into text, so echoing them is refused; a prompt of another kind is refused as the prompt."""
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        raise BadRequest("'echo' needs the prompt as text; token ids are not echoed", "echo")
+    return prompt if isinstance(prompt, str) else ""
 
 
 def refuse_logprobs(body: v.JSON) -> None:
@@ -135,6 +148,7 @@ class Generation:
         self.chat = chat
         self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         self.created = int(time.time())
+        self.echo = ""  # completions' `echo`: the prompt, put before the answer's text
 
     async def run(self) -> web.StreamResponse:
         body = await read_json(self.request)
@@ -147,14 +161,18 @@ class Generation:
             messages = chat_messages(body)
             tools = read_tools(body)
             variables = template_kwargs(body)
+            effort = read_effort(body.get("reasoning_effort"), "reasoning_effort", EFFORT)
+            think = None if effort is None else effort != "none"
+            think_field = "chat_template_kwargs" if effort is None else EFFORT
         else:
             prompt = body.get("prompt")
+            self.echo = _echoed(prompt) if v.boolean(body, "echo", False) else ""
         manager = self.request.app[MANAGER]
         async with manager.acquire(name, keep_alive(body)) as model:
             check_room(model, params)
             tokens: list[int] | str
             if self.chat:  # the rendered text: the worker tokenizes it as it queues it
-                plan = plan_chat(model, tools, None, variables)
+                plan = plan_chat(model, tools, think, variables, think_field)
                 tokens = plan.render(messages)
                 params = plan.constrain(params)
                 parser = plan.parser()
@@ -237,6 +255,8 @@ class Generation:
         self, model: ResidentModel, seq: RequestStream, parser: AnswerParser
     ) -> web.Response:
         answer = await whole(seq, parser)
+        if self.echo:
+            answer = replace(answer, content=self.echo + answer.content)
         choice = self._message(answer, finish_reason(seq, answer.calls))
         body = self._envelope(model, choice, False)
         body["usage"] = usage(seq)
@@ -250,6 +270,9 @@ class Generation:
         if self.chat:
             first = self._choice(None, None, True)
             first["delta"] = {"role": "assistant", "content": ""}
+            await send_event(response, {**self._envelope(model, first, True), **extra})
+        elif self.echo:
+            first = self._choice(self.echo, None, True)
             await send_event(response, {**self._envelope(model, first, True), **extra})
         try:
             async for piece in parsed(seq, parser, KEEPALIVE_S):

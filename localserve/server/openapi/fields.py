@@ -3,6 +3,7 @@ messages, tools, sampling and Ollama's options, as server/http/validation.py che
 
 from __future__ import annotations
 
+from localserve.server.chat.plan import EFFORTS
 from localserve.server.http.readers import ROLES
 from localserve.server.http.validation import MAX_STOP_CHARS, MAX_STOPS
 from localserve.server.openapi.shapes import (
@@ -100,9 +101,15 @@ TOOL_CHOICE = one_of(
         {"type": {"const": "function"}, "function": obj({"name": STRING}, ("name",))}, ("function",)
     ),
     {"type": "null"},
-    description="a named function must be one of `tools`",
+    description="a named function must be one of `tools`; required or a named function "
+    "without tools is a 400",
 )
 TOOL_FIELDS = {"tools": TOOLS, "tool_choice": TOOL_CHOICE, "parallel_tool_calls": boolean(True)}
+EFFORT = {
+    "enum": [*EFFORTS, None],
+    "description": "none: the model does not think; any other level: it thinks (the "
+    "template's thinking switch; no level is graded finer)",
+}
 RESPONSE_FORMAT = one_of(
     obj({"type": {"enum": ["text", "json_object"]}}, ("type",)),
     obj(

@@ -8,6 +8,7 @@ are ignored by the handlers, so no object here forbids more properties.
 from __future__ import annotations
 
 from localserve.server.openapi.fields import (
+    EFFORT,
     KEEP_ALIVE,
     MESSAGE,
     MESSAGES,
@@ -49,6 +50,11 @@ REQUESTS: dict[str, Schema] = {
             **OPENAI_SAMPLING,
             **TOOL_FIELDS,
             "chat_template_kwargs": TEMPLATE_KWARGS,
+            "reasoning_effort": {
+                **EFFORT,
+                "description": f"{EFFORT['description']}; a level other than none is a 400 "
+                "with a model that does not think",
+            },
         },
         ("model", "messages"),
     ),
@@ -59,6 +65,7 @@ REQUESTS: dict[str, Schema] = {
             "suffix": text(
                 "fill in the middle between prompt and suffix (a model with FIM tokens)"
             ),
+            "echo": boolean(False, "the answer's text starts with the prompt's (a text prompt)"),
             **OPENAI_SAMPLING,
         },
         ("model", "prompt"),

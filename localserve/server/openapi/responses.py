@@ -4,7 +4,7 @@ body with an unknown field is a 400."""
 
 from __future__ import annotations
 
-from localserve.server.openapi.fields import MODEL, OUTPUT_CAP, PRIORITY, SPECULATIVE
+from localserve.server.openapi.fields import EFFORT, MODEL, OUTPUT_CAP, PRIORITY, SPECULATIVE
 from localserve.server.openapi.shapes import (
     FREE_OBJECT,
     INT,
@@ -147,9 +147,10 @@ RESPONSES_REQUEST = obj(
         "reasoning": nullable(
             obj(
                 {
-                    "effort": nullable(
-                        {"enum": ["none", "minimal", "low", "medium", "high", "xhigh"]}
-                    ),
+                    "effort": {
+                        **EFFORT,
+                        "description": f"{EFFORT['description']}, where the model can",
+                    },
                     "summary": nullable({"enum": ["auto", "concise", "detailed"]}),
                 }
             )

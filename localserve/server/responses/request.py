@@ -35,6 +35,7 @@ from typing import Any
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import Grammar, SamplingParams
 from localserve.server.chat import structured
+from localserve.server.chat.plan import read_effort
 from localserve.server.chat.tool_calls import read_tools
 from localserve.server.chat_turn import ChatAsk
 from localserve.server.http import bounded_json
@@ -91,7 +92,6 @@ NOT_OFFERED = frozenset(
         "apply_patch",
     }
 )
-EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 NAMESPACE_SEP = "."
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal")
 
@@ -137,9 +137,7 @@ def read_request(body: v.JSON) -> ResponsesRequest:
     instructions = v.string(body, "instructions")
     messages = _input(body.get("input"))
     reasoning = v.obj(body, "reasoning")
-    effort = v.string(reasoning, "effort")
-    if effort is not None and effort not in EFFORTS:
-        raise BadRequest(f"'reasoning.effort' must be one of {', '.join(EFFORTS)}", "reasoning")
+    effort = read_effort(reasoning.get("effort"), "reasoning.effort", "reasoning")
     summary = v.string(reasoning, "summary")
     if summary not in (None, "auto", "concise", "detailed"):
         raise BadRequest("'reasoning.summary' must be auto, concise or detailed", "reasoning")
