@@ -28,14 +28,13 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from localserve.ground.errors import BadRequest
 from localserve.ground.settings import Settings
-from localserve.ground.units import UNSET, parse_keep_alive
 from localserve.server.app import build_app
 from localserve.server.openapi.document import DOCUMENT
 from tests.support import daemons
 from tests.support.helpers import MODEL
 from tests.support.live import running_daemon
+from tests.support.short_generations import keep_short
 
 Daemon = tuple[subprocess.Popen, str]
 
@@ -44,7 +43,6 @@ ARGS = ["--model", MODEL, "--parallel", "2", "--ctx", "512"]
 # LOCALSERVE_TEST_FUZZ_EXAMPLES=200.
 HUNT = int(os.environ.get("LOCALSERVE_TEST_FUZZ_EXAMPLES", "0"))
 MAX_EXAMPLES = HUNT or 15
-CAP = 4  # tokens a fuzzed request may generate
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -92,32 +90,11 @@ CONFIG = schemathesis.Config.from_dict(
 schema = schemathesis.openapi.from_dict(DOCUMENT, config=CONFIG).exclude(path=list(NOT_FUZZED))
 
 
-def _unloads(keep_alive: object) -> bool:
-    """Whether the model could be unloaded while the test runs: kept less than 5 minutes."""
-    try:
-        seconds = UNSET if keep_alive is None else parse_keep_alive(keep_alive)
-    except BadRequest:
-        return False
-    return isinstance(seconds, float) and seconds < 300
-
-
-def _clamp(body: dict, key: str, lowest: int) -> None:
-    """A token count that is missing, unbounded (below `lowest`) or above CAP becomes CAP;
-    one of the wrong type is left for the handler to refuse."""
-    value = body.get(key)
-    if value is None or (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and (value < lowest or value > CAP)
-    ):
-        body[key] = CAP
-
-
 def steer(case) -> None:
-    """Every generation stops within CAP tokens, in each face's own field; scan and import
-    look only inside the models folder; a fuzzed body names the served model (the coverage
-    phase tries other names), so that most reach the handler past its 404; and no request
-    unloads it, since the first structured answer after each load takes ~10 s here."""
+    """Every generation stops within CAP tokens and no request unloads the model
+    (short_generations.py); scan and import look only inside the models folder; and a fuzzed
+    body names the served model (the coverage phase tries other names), so that most reach the
+    handler past its 404."""
     body, path = case.body, case.operation.path
     if not isinstance(body, dict):
         return
@@ -125,22 +102,8 @@ def steer(case) -> None:
         for key in ("model", "name"):
             if isinstance(body.get(key), str) and body[key]:
                 body[key] = MODEL
-    if _unloads(body.get("keep_alive")):
-        body["keep_alive"] = "5m"
-    if path == "/v1/responses":
-        _clamp(body, "max_output_tokens", 1)
-    elif path.startswith("/v1/"):
-        _clamp(body, "max_tokens", 1)
-        if body.get("max_completion_tokens") is not None:
-            _clamp(body, "max_completion_tokens", 1)
-    elif path == "/infill":
-        _clamp(body, "n_predict", 0)
-    elif path in ("/api/generate", "/api/chat"):
-        if body.get("options") is None:
-            body["options"] = {}
-        if isinstance(body["options"], dict):
-            _clamp(body["options"], "num_predict", 1)
-    elif path in SANDBOXED and isinstance(body.get("path"), str):
+    keep_short(path, body)
+    if path in SANDBOXED and isinstance(body.get("path"), str):
         inside = body["path"].replace("..", "__").lstrip("/")
         body["path"] = os.path.join(os.environ["LOCALSERVE_MODELS"], inside)
 

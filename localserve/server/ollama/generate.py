@@ -64,8 +64,11 @@ def ns(seconds: float) -> int:
 
 def _refuse_unsupported(body: v.JSON, chat: bool) -> None:
     """Fields whose meaning we cannot honour: a clear 400 beats an answer that ignores them."""
+    messages = body.get("messages")
     if body.get("images") or (
-        chat and any(isinstance(m, dict) and m.get("images") for m in body.get("messages") or [])
+        chat
+        and isinstance(messages, list)
+        and any(isinstance(m, dict) and m.get("images") for m in messages)
     ):
         raise BadRequest("images are not supported: the models served here read text", "images")
     if body.get("tools") and not chat:

@@ -1,7 +1,8 @@
-"""Inputs that were a 500 (found by reading the code, issue #45) are each a 4xx in the face's own
-error format: a key header that is not ASCII, an integer too long to be one, brackets a UTF-16
-body hid from the depth check, tool-call arguments nested past it, and a keep_alive too large
-to be a float.
+"""Inputs that were a 500 are each a 4xx in the face's own error format: found by reading the
+code (issue #45), a key header that is not ASCII, an integer too long to be one, brackets a
+UTF-16 body hid from the depth check, tool-call arguments nested past it and a keep_alive too
+large to be a float; found by tests/live/test_fuzz_faces.py, a body its Content-Encoding cannot
+decode and Ollama chat messages that are no list.
 
 The app runs in this process with no model behind it: every refusal here comes before a
 generation, and a request that reached one would fail the test with the fake's 500.
@@ -35,7 +36,7 @@ class NoTurns:
     to run, so a request that gets past every check fails loudly."""
 
     name = "fake"
-    info = SimpleNamespace(chat_template=None)
+    info = SimpleNamespace(chat_template=None, n_ctx_slot=512)
 
     def check_token_ids(self, ids: list[int], field: str) -> None:
         pass
@@ -46,7 +47,7 @@ class NoTurns:
 
 class Manager(SimpleNamespace):
     @asynccontextmanager
-    async def acquire(self, name: str, keep_alive: object) -> AsyncIterator[NoTurns]:
+    async def acquire(self, name: str, *more: object) -> AsyncIterator[NoTurns]:
         yield NoTurns()
 
 
@@ -136,6 +137,21 @@ def test_a_keep_alive_of_400_digits_is_a_400() -> None:
     status, answer = ask("/api/generate", body)
     assert status == 400, answer
     assert "integer of 401 digits" in assert_ollama_error_shape(answer)
+
+
+def test_a_body_its_content_encoding_cannot_decode_is_a_400() -> None:
+    body = json.dumps({"model": "fake", "messages": HI}).encode()
+    status, answer = ask("/v1/chat/completions", body, {"Content-Encoding": "gzip"})
+    assert status == 400, answer
+    message = assert_openai_error_shape(answer)["message"]
+    assert message.startswith("the request body cannot be read"), message
+
+
+@pytest.mark.parametrize("messages", [7, True, 1.5])
+def test_ollama_chat_messages_that_are_no_list_are_a_400(messages: object) -> None:
+    status, answer = ask("/api/chat", json.dumps({"model": "fake", "messages": messages}).encode())
+    assert status == 400, answer
+    assert "'messages' must be a non-empty list" in assert_ollama_error_shape(answer)
 
 
 # -- JSON inside strings -------------------------------------------------------------------------
