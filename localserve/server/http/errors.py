@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from localserve.formats import BadModelFile
 from localserve.ground.errors import (
@@ -94,6 +95,10 @@ def classify(exc: BaseException) -> HttpError:
         return HttpError(500, msg, "server_error")
     if isinstance(exc, web.HTTPException):
         return HttpError(exc.status, exc.reason or "error")
+    if isinstance(exc, web.RequestPayloadError):  # a body its Content-Encoding cannot decode, ...
+        cause = exc.__cause__  # the parser's error, whose message is the words alone
+        said = cause.message if isinstance(cause, HttpProcessingError) else msg
+        return HttpError(400, f"the request body cannot be read: {said}")
     log.error("unexpected error", exc_info=exc)
     return HttpError(500, f"internal error: {exc}", "server_error")
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
 
 from localserve.ground.settings import Settings
 from localserve.ground.units import format_size
@@ -45,10 +44,6 @@ async def read_body(request: web.Request, settings: Settings) -> bytes:
         raise _too_large(request.path, limit)
     try:
         return await asyncio.wait_for(_read(request, limit), settings.body_timeout)
-    except web.RequestPayloadError as exc:  # a body its Content-Encoding cannot decode, ...
-        cause = exc.__cause__  # the parser's error, whose message is the words alone
-        said = cause.message if isinstance(cause, HttpProcessingError) else str(exc)
-        raise Refused(400, f"the request body cannot be read: {said}") from None
     except asyncio.TimeoutError:
         raise Refused(
             408,

@@ -28,6 +28,7 @@ from localserve.server.http.guard import GUARD
 from tests.support.helpers import assert_openai_error_shape
 
 NOT_ASCII = "clé-ünïcode-✓"
+JSON = "application/json"
 HI = [{"role": "user", "content": "hi"}]
 
 
@@ -66,7 +67,7 @@ def ask(
             app[GUARD] = replace(app[GUARD], operator=operator)
         async with TestClient(TestServer(app)) as client:
             method = "GET" if body is None else "POST"
-            sent = {"Content-Type": "application/json", **(headers or {})}
+            sent = {"Content-Type": JSON, **(headers or {})}
             async with client.request(method, path, data=body, headers=sent) as r:
                 return r.status, await r.json(content_type=None)
 
@@ -139,12 +140,25 @@ def test_a_keep_alive_of_400_digits_is_a_400() -> None:
     assert "integer of 401 digits" in assert_ollama_error_shape(answer)
 
 
-def test_a_body_its_content_encoding_cannot_decode_is_a_400() -> None:
-    body = json.dumps({"model": "fake", "messages": HI}).encode()
-    status, answer = ask("/v1/chat/completions", body, {"Content-Encoding": "gzip"})
+UPLOAD = b'--x\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n--x--\r\n'
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "content_type"),
+    [
+        ("/v1/chat/completions", json.dumps({"model": "fake", "messages": HI}).encode(), JSON),
+        ("/v1/files", UPLOAD, "multipart/form-data; boundary=x"),  # not read as JSON
+    ],
+    ids=["json", "upload"],
+)
+def test_a_body_its_content_encoding_cannot_decode_is_a_400(
+    path: str, body: bytes, content_type: str
+) -> None:
+    headers = {"Content-Encoding": "gzip", "Content-Type": content_type}
+    status, answer = ask(path, body, headers)
     assert status == 400, answer
     message = assert_openai_error_shape(answer)["message"]
-    assert message.startswith("the request body cannot be read"), message
+    assert message == "the request body cannot be read: Can not decode content-encoding: gzip"
 
 
 @pytest.mark.parametrize("messages", [7, True, 1.5])
