@@ -152,11 +152,13 @@ AGENTS: dict[str, Agent] = {
     "qwen": Agent(
         "qwen",
         "npm install -g @qwen-code/qwen-code",
-        8_000,
+        14_000,
         lambda s: {
             "OPENAI_BASE_URL": f"{s.url}/v1",
             "OPENAI_API_KEY": s.key,
             "OPENAI_MODEL": s.model,
+            # Without it Qwen Code asks an unknown model for 32,000 tokens.
+            "QWEN_CODE_MAX_OUTPUT_TOKENS": str(s.output),
         },
         lambda s: ["--auth-type", "openai"],
     ),

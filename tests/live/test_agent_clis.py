@@ -1,12 +1,13 @@
 """The real coding agents, unmodified, end to end against a daemon with default settings but
-its models (#24, #44): Claude Code (`claude -p`, through Anthropic's Messages API) and Codex
-(`codex exec --oss`, through Ollama's start-up calls and OpenAI's Responses API), at the versions
+its models (#24, #44): Claude Code (`claude -p`, through Anthropic's Messages API), Codex
+(`codex exec --oss`, through Ollama's start-up calls and OpenAI's Responses API), opencode, Qwen
+Code (`qwen -p`) and Continue's `cn -p` (Chat Completions), and aider, at the versions
 tests/support/agent_clis.py pins, configured by what `localserve launch AGENT --print` prints,
 used verbatim.
 
 The daemon serves Gemma 3 270M from a file of its own (`--model ./gemma3.gguf`, as a user
-would), with the context fitted to it (32768 tokens a slot): their first prompts are 4,000 to
-12,000 tokens. A 270M model writes nothing useful, and left to itself writes until the context
+would), with the context fitted to it (32768 tokens a slot): their first prompts are 1,400 to
+14,000 tokens. A 270M model writes nothing useful, and left to itself writes until the context
 is full (24,000 tokens, 7 minutes here, for Codex's first answer): so each agent is launched with
 `--max-output CAP`, and the daemon caps the answers of requests that set none (`--max-tokens`,
 its one setting besides the model: Codex sends no cap). What is tested is that every exchange
@@ -156,6 +157,30 @@ def test_opencode_completes_its_exchange(daemon, tmp_path) -> None:
     assert json.loads(env["OPENCODE_CONFIG_CONTENT"])["model"] == "localserve/gemma3"
     assert run_plain("opencode", command, env, tmp_path).strip()
     served = requests_logged(proc, "/v1/chat/completions")
+    assert served and all(" 200 " in line for line in served), served
+
+
+def served_during(proc: subprocess.Popen, path: str, before: int) -> list[str]:
+    return requests_logged(proc, path)[before:]
+
+
+def test_qwen_code_completes_its_exchange(daemon, tmp_path) -> None:
+    url, proc = daemon
+    env, command = launch_print(url, "qwen", "-p", "Say hi")
+    assert env["QWEN_CODE_MAX_OUTPUT_TOKENS"] == str(CAP) and command[0] == "qwen"
+    before = len(requests_logged(proc, "/v1/chat/completions"))
+    assert run_plain("qwen", command, env, tmp_path).strip()
+    served = served_during(proc, "/v1/chat/completions", before)
+    assert served and all(" 200 " in line for line in served), served
+
+
+def test_continue_cn_completes_its_exchange(daemon, tmp_path) -> None:
+    url, proc = daemon
+    env, command = launch_print(url, "continue", "-p", "Say hi")
+    assert command[0] == "cn" and command[command.index("--config") + 1].endswith("continue.yaml")
+    before = len(requests_logged(proc, "/v1/chat/completions"))
+    assert run_plain("cn", command, env, tmp_path).strip()
+    served = served_during(proc, "/v1/chat/completions", before)
     assert served and all(" 200 " in line for line in served), served
 
 

@@ -1,5 +1,5 @@
-"""The real coding agents the agent faces are tested with: Claude Code, Codex and opencode, from
-the npm registry at pinned versions, installed once into
+"""The real coding agents the agent faces are tested with: Claude Code, Codex, opencode, Qwen
+Code and Continue's `cn`, from the npm registry at pinned versions, installed once into
 `.agents/` at the repository's root; and aider, from PyPI, into a virtualenv of its own there
 (`.agents/aider-venv`: its pins would fight the test suite's).
 
@@ -19,6 +19,8 @@ PACKAGES = {
     "claude": "@anthropic-ai/claude-code@2.1.332",
     "codex": "@openai/codex@0.171.0",
     "opencode": "opencode-ai@1.18.33",
+    "qwen": "@qwen-code/qwen-code@0.24.4",
+    "cn": "@continuedev/cli@1.5.47",
 }
 # From PyPI, each into a virtualenv of its own: program -> its pinned package.
 PIP_PACKAGES = {"aider": "aider-chat==0.86.2"}
