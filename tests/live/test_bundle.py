@@ -27,7 +27,7 @@ import pytest
 
 from localserve.server import ui
 from localserve_native import recipes
-from tests.support import daemons
+from tests.support import daemons, prerequisites
 from tests.support.helpers import MODEL, REPO
 
 PROGRAM = REPO / "dist" / "localserve" / "localserve"
@@ -41,10 +41,7 @@ COMMAND_TIMEOUT_S = 60.0
 @pytest.fixture(scope="module")
 def program() -> Path:
     if not PROGRAM.is_file():
-        missing = f"no desktop bundle at {PROGRAM}; build it with: {BUILD}"
-        if os.environ.get("CI"):
-            pytest.fail(f"{missing} (.ci/run builds it before the tests)", pytrace=False)
-        pytest.skip(missing)
+        prerequisites.missing(f"no desktop bundle at {PROGRAM}; build it with: {BUILD}")
     return PROGRAM
 
 

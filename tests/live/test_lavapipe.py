@@ -24,7 +24,7 @@ from localserve.engine.residency.placement import most_layers
 from localserve.engine.residency.pools import MemoryPool
 from localserve.ground.settings import Settings
 from localserve.store.resolve import resolve
-from tests.support import vulkan_support
+from tests.support import prerequisites, vulkan_support
 from tests.support.daemons import get_json, resident, stats
 from tests.support.residency_support import GEMMA, gemma_path  # noqa: F401  (a fixture)
 
@@ -40,7 +40,7 @@ def vulkan_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The environment of a daemon that loads the Vulkan build and sees lavapipe."""
     reason = vulkan_support.missing()
     if reason:
-        pytest.skip(reason)
+        prerequisites.missing(reason)
     return vulkan_support.vulkan_env(tmp_path_factory.mktemp("vulkan-lib"))
 
 

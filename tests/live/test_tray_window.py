@@ -24,11 +24,17 @@ from localserve_tray.icon import _FILL
 from localserve_tray.status import Status
 from tests.support.daemons import poll
 from tests.support.live import running_daemon
+from tests.support.prerequisites import require
 
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("Xvfb") and shutil.which("trayer")),
-    reason="needs Xvfb and trayer (.ci/run installs them: apt-get install xvfb trayer)",
-)
+
+@pytest.fixture(scope="module", autouse=True)
+def x_server_and_tray_host() -> None:
+    require(
+        shutil.which("Xvfb") and shutil.which("trayer"),
+        "needs Xvfb and trayer (apt-get install xvfb trayer)",
+    )
+
+
 PANEL_PX = (96, 48)
 PANEL = "0x303030"  # a dark panel; the icon's light rim is what shows on it
 SHOT_TIMEOUT_S = 60.0

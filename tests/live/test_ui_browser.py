@@ -19,12 +19,17 @@ import pytest
 from tests.support.daemons import poll
 from tests.support.helpers import NO_END, REPO
 from tests.support.live import running_daemon
+from tests.support.prerequisites import require
 
 CHROMIUM = "/usr/bin/chromium"
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(),
-    reason="needs Debian's chromium (.ci/run: apt-get install chromium)",
-)
+CHROMIUM_MISSING = "needs Debian's chromium (apt-get install chromium)"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def chromium() -> None:
+    require(Path(CHROMIUM).exists(), CHROMIUM_MISSING)
+
+
 FLAGS = [
     "--no-sandbox",
     "--disable-gpu",

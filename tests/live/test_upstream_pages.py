@@ -9,15 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.live.test_ui_browser import CHROMIUM, FLAGS
+from tests.live.test_ui_browser import CHROMIUM, CHROMIUM_MISSING, FLAGS
 from tests.support.daemons import stop_daemon
 from tests.support.live import start_daemon
+from tests.support.prerequisites import require
 from tests.support.upstream_support import configure, get
 
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(),
-    reason="needs Debian's chromium (.ci/run: apt-get install chromium)",
-)
+
+@pytest.fixture(scope="module", autouse=True)
+def chromium() -> None:
+    require(Path(CHROMIUM).exists(), CHROMIUM_MISSING)
 
 
 @pytest.fixture(scope="module")

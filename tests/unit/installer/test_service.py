@@ -21,6 +21,7 @@ from localserve.store.importer import import_model
 from localserve.store.model_store import ModelStore
 from localserve_installer import service, units
 from tests.support.cli_support import cli_env, localserve
+from tests.support.prerequisites import require
 from tests.support.store_support import smol_bytes
 
 DAEMON = [sys.executable, "-m", "localserve", "serve"]
@@ -56,8 +57,8 @@ def everything_in(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
-@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="needs systemd-analyze")
 def test_the_systemd_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+    require(shutil.which("systemd-analyze"), "needs systemd-analyze (apt-get install systemd)")
     unit = tmp_path / service.UNIT
     unit.write_text(units.systemd_unit(DAEMON))
     runtime = tmp_path / "run"
@@ -72,10 +73,10 @@ def test_the_systemd_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     assert (done.returncode, done.stderr) == (0, "")
 
 
-@pytest.mark.skipif(not shutil.which("systemctl"), reason="needs systemctl")
 def test_systemctl_enables_the_unit_offline_with_the_link_install_makes(
     tmp_path: Path, home: Path
 ) -> None:
+    require(shutil.which("systemctl"), "needs systemctl (apt-get install systemd)")
     # systemd 252 refuses --user with --root ("Invalid argument"); --global is its offline
     # form of the same [Install] section, into DIR/etc/systemd/user.
     root = tmp_path / "root"
@@ -98,11 +99,11 @@ def test_a_unit_command_with_spaces_and_percent_is_quoted_for_systemd() -> None:
     assert 'ExecStart="/opt/my apps/python" -m localserve serve 50%%\n' in unit
 
 
-@pytest.mark.skipif(
-    not shutil.which("desktop-file-validate"),
-    reason="needs desktop-file-validate (apt-get install desktop-file-utils)",
-)
 def test_the_tray_autostart_entry_passes_desktop_file_validate(tmp_path: Path) -> None:
+    require(
+        shutil.which("desktop-file-validate"),
+        "needs desktop-file-validate (apt-get install desktop-file-utils)",
+    )
     entry = tmp_path / "localserve-tray.desktop"
     entry.write_text(units.autostart_entry(["/opt/my apps/python", "-m", "localserve_tray"]))
     done = subprocess.run(["desktop-file-validate", str(entry)], capture_output=True, text=True)
