@@ -1,15 +1,16 @@
 """Abuse benchmark: legitimate streams while idle and trickling sockets try to hold every
 connection of the daemon (issue #26: idle connections once locked everyone out).
 
-One daemon (smollm2, 8 slots) serves three runs in turn: quiet; under attack from 127.0.0.1,
-the address every local client shares; and under the same attack spread over 127.0.0.2
-onwards (--spread addresses), where the per-address cap does not bind and only idle sockets
-giving way to new ones keeps clients in. In each, 8 workers send streamed chat completions back
-to back (8 x --rounds), while the CLI's status calls (health, stats) are made every half
-second. The attack is a process of its own (_abuse_attack.py): --idle sockets that send
-nothing and --tricklers that send a request head a byte a second, each reopened a second after
-the daemon cuts it. Reported: the legitimate requests and status calls served of those sent,
-TTFT p50 and its ratio to the quiet run's (target within 1.5x), tokens/s, the attack sockets
+One daemon (smollm2, 8 slots) serves five runs in turn: quiet; then two attacks, each from
+127.0.0.1, the address every local client shares, and spread over 127.0.0.2 onwards (--spread
+addresses). The heads attack: --idle sockets that send nothing and --tricklers that send a
+request head a byte a second. The bodies attack (issue #45): --bodies sockets that send a whole
+head and then trickle its body a byte a second, so that each is a request the daemon has begun.
+Each attack socket is reopened a second after the daemon cuts it; the attack is a process of
+its own (_abuse_attack.py). In each run, 8 workers send streamed chat completions back to back
+(8 x --rounds), while the CLI's status calls (health, stats) are made every half second.
+Reported: the legitimate requests and status calls served of those sent, TTFT p50 and its
+ratio to the quiet run's (target within 1.5x), tokens/s, the attack sockets
 the daemon cut, and the CPU the daemon's own process (which takes every connection; the model
 runs in its worker) and the attack spent: on a machine with few cores the attack's own CPU
 is taken from the model, which shows in tokens/s.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import select
@@ -139,11 +141,17 @@ async def measured(
 
 
 def attacked(
-    name: str, base: str, daemon: int, sources: list[str], args: argparse.Namespace
+    name: str,
+    base: str,
+    daemon: int,
+    sources: list[str],
+    counts: tuple[int, int, int],
+    args: argparse.Namespace,
 ) -> Run:
+    """A run under attack: `counts` are the idle, head-trickling and body-trickling sockets."""
     port = int(base.rsplit(":", 1)[1])
-    cmd = [sys.executable, "-m", "benchmarks._abuse_attack", str(port), str(args.idle)]
-    cmd += [str(args.tricklers), *sources]
+    cmd = [sys.executable, "-m", "benchmarks._abuse_attack", str(port)]
+    cmd += [*(str(n) for n in counts), *sources]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -193,6 +201,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--idle", type=int, default=1000, help="attack sockets that send nothing")
     p.add_argument("--tricklers", type=int, default=300, help="attack sockets trickling a head")
     p.add_argument(
+        "--bodies", type=int, default=400, help="attack sockets trickling a body after a head"
+    )
+    p.add_argument(
         "--spread",
         type=int,
         default=100,
@@ -206,7 +217,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     # The attack's sockets and the daemon's (it inherits this) must not run out of descriptors.
-    allow_descriptors(args.idle + args.tricklers + 1024)
+    allow_descriptors(args.idle + args.tricklers + args.bodies + 1024)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     port = free_port()
     daemon = ["--model", "smollm2", "--parallel", str(STREAMS), "--ctx", "2048"]
@@ -220,13 +231,15 @@ def main(argv: list[str]) -> int:
             quiet = asyncio.run(measured("quiet", base, args, daemon_pid))
             runs.append(quiet)
             print(row(quiet, quiet), flush=True)
-            attacks = [("attack from 127.0.0.1", ["127.0.0.1"])]
+            origins = [("127.0.0.1", ["127.0.0.1"])]
             if args.spread:
                 # Loopback is the whole of 127/8: 127.0.0.2, ..., 127.0.0.255, 127.0.1.0, ...
                 spread = [f"127.0.{(i + 2) // 256}.{(i + 2) % 256}" for i in range(args.spread)]
-                attacks.append((f"attack from {spread[0]}-{spread[-1]}", spread))
-            for name, sources in attacks:
-                runs.append(attacked(name, base, daemon_pid, sources, args))
+                origins.append((f"{spread[0]}-{spread[-1]}", spread))
+            kinds = [("heads", (args.idle, args.tricklers, 0)), ("bodies", (0, 0, args.bodies))]
+            for (kind, counts), (origin, sources) in itertools.product(kinds, origins):
+                name = f"{kind} from {origin}"
+                runs.append(attacked(name, base, daemon_pid, sources, counts, args))
                 print(row(runs[-1], quiet), flush=True)
                 print(f"  attack saw: {json.dumps(runs[-1].attack)}", flush=True)
                 errors = {s.error for s in runs[-1].samples} | set(runs[-1].probes)
@@ -244,8 +257,9 @@ def main(argv: list[str]) -> int:
                 f"- Daemon: `{' '.join(daemon)}`, the connection settings at their defaults.",
                 f"- Each run: {STREAMS} streamed chat completions at a time, {args.rounds} each, "
                 f"{args.max_tokens} tokens at most; the status calls every 0.5 s beside them.",
-                f"- Attack: {args.idle} sockets sending nothing and {args.tricklers} sending a "
-                "head a byte a second, each reopened a second after the daemon cuts it.",
+                f"- Heads: {args.idle} sockets sending nothing and {args.tricklers} sending a "
+                f"head a byte a second; bodies: {args.bodies} sending a whole head and then its "
+                "body a byte a second; each reopened a second after the daemon cuts it.",
                 "",
                 HEADER,
                 *(row(run, quiet) for run in runs),

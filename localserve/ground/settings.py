@@ -233,8 +233,8 @@ class Settings:
     max_connections_per_address: int = setting(
         64,
         WHOLE,
-        "open connections of one client address (IPv6: one /64) at most; its oldest idle "
-        "one is closed for a new one (0: no cap)",
+        "open connections of one client address (IPv6: one /64) at most, but loopback's, "
+        "which every local client shares; its oldest idle one gives way (0: no cap)",
     )
     operator_reserve: int = setting(
         8,

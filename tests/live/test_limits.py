@@ -108,30 +108,51 @@ def prompt(daemon_factory) -> str:
     return url
 
 
+# A generation that runs to the end of the context: a request really in flight.
+LONG = json.dumps(
+    {"model": MODEL, "prompt": "Count from 1 to 100000.", "options": {"num_predict": 1 << 20}}
+).encode()
+
+
 @pytest.fixture
 def busy(daemon_factory) -> Iterator[tuple[str, list[socket.socket]]]:
-    """A daemon whose 4 connections each have a request in flight (a body that never comes),
-    and those connections."""
+    """A daemon whose 4 connections each have a request in flight (long generations, one
+    running and three queued), and those connections."""
     _, url = daemon_factory(
         [
-            "--no-default-model",
-            "--max-connections",
-            "4",
-            "--operator-reserve",
-            "1",
-            "--body-timeout",
-            "60",
+            *("--model", MODEL, "--parallel", "1", "--ctx", "2048"),
+            *("--max-connections", "4", "--operator-reserve", "1"),
         ]
     )
     held = hold(url, 4)
     for s in held:
         s.sendall(
-            b"POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+            b"POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+            b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(LONG), LONG)
         )
     time.sleep(0.5)
     yield url, held
     release(held)
+
+
+@pytest.fixture
+def stalling(daemon_factory) -> str:
+    """A daemon with 4 connections, whose bodies may take a minute."""
+    _, url = daemon_factory(
+        [
+            *("--no-default-model", "--max-connections", "4", "--operator-reserve", "1"),
+            *("--max-connections-per-address", "2", "--body-timeout", "60"),
+        ]
+    )
+    return url
+
+
+def send_head_and(s: socket.socket, body: bytes) -> None:
+    """A request's head promising 10,000 bytes of body, and `body`, the first of them."""
+    s.sendall(
+        b"POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 10000\r\n\r\n" + body
+    )
 
 
 def hold(url: str, n: int, source: str = "127.0.0.1") -> list[socket.socket]:
@@ -169,7 +190,7 @@ def closed_within(s: socket.socket, seconds: float) -> bytes | None:
     return answer
 
 
-def test_idle_connections_beyond_the_per_address_cap_do_not_block_a_new_client(crowded) -> None:
+def test_idle_connections_beyond_max_connections_do_not_block_a_new_client(crowded) -> None:
     held = hold(crowded, 12)
     try:
         time.sleep(0.3)
@@ -188,7 +209,7 @@ def test_idle_connections_from_many_addresses_do_not_block_a_new_client(crowded)
 
 
 def test_the_oldest_idle_connection_is_the_one_closed_to_make_room(crowded) -> None:
-    oldest, *others = hold(crowded, 4)
+    oldest, *others = hold(crowded, 8)
     try:
         time.sleep(0.3)
         assert raw_request(f"{crowded}/health", timeout=10)[0] == 200
@@ -245,12 +266,52 @@ def test_a_blank_line_in_an_unread_body_does_not_hold_a_connection_open(prompt) 
         assert time.monotonic() - started < 6
 
 
-def test_with_every_connection_busy_a_new_request_is_a_503_and_the_daemon_serves_on(
+def test_a_stalled_body_gives_way_to_a_new_client_with_a_408(stalling) -> None:
+    held = hold(stalling, 4)
+    try:
+        for s in held:
+            send_head_and(s, b"{")
+        time.sleep(1.5)  # past STALL_GRACE_S: each body now arrives at under a byte a second
+        assert raw_request(f"{stalling}/api/tags", timeout=10)[0] == 200
+        answers = [closed_within(s, 2) for s in held]
+        cut = [a for a in answers if a is not None]
+        assert len(cut) == 1 and cut[0].startswith(b"HTTP/1.1 408"), answers
+        assert b"too slowly" in cut[0]
+    finally:
+        release(held)
+
+
+def test_the_stalled_body_with_the_least_progress_is_the_one_that_gives_way(stalling) -> None:
+    slowest, *faster = hold(stalling, 4)
+    try:
+        send_head_and(slowest, b"{")
+        for s in faster:
+            send_head_and(s, b"{" + b" " * 600)  # below the minimum rate too, but ahead
+        time.sleep(1.5)
+        assert raw_request(f"{stalling}/api/tags", timeout=10)[0] == 200
+        assert (closed_within(slowest, 2) or b"").startswith(b"HTTP/1.1 408")
+        assert all(closed_within(s, 0.2) is None for s in faster)
+    finally:
+        release([slowest, *faster])
+
+
+def test_a_loopback_client_is_not_held_to_the_per_address_cap(stalling) -> None:
+    held = hold(stalling, 3)  # above the cap of 2, each with a body on its way
+    try:
+        for s in held:
+            send_head_and(s, b"{")
+        assert raw_request(f"{stalling}/api/tags", timeout=10)[0] == 200
+    finally:
+        release(held)
+
+
+def test_with_every_connection_busy_a_request_is_a_503_with_retry_after_and_then_served(
     busy,
 ) -> None:
     url, held = busy
-    status, _, answer = raw_request(f"{url}/api/tags", timeout=10)
+    status, headers, answer = raw_request(f"{url}/api/tags", timeout=10)
     assert status == 503 and "max_connections" in answer["error"]
+    assert headers["Retry-After"] == "1"
     release(held)
     time.sleep(0.3)
     assert raw_request(f"{url}/api/tags", timeout=10)[0] == 200

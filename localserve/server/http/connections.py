@@ -2,10 +2,7 @@
 arrive, how long a connection may sit idle, and the room kept for this user's CLI and tray.
 
 aiohttp bounds none of these: it takes every connection it is given, has no timeout on a
-request's head and keeps an idle connection for an hour (`keepalive_timeout`, 3630 s). When
-`max_connections` counted every open socket, a few hundred sockets that sent nothing, or that
-trickled a head a byte a second, held every slot, and every editor and the tray got a 503
-before any key was checked.
+request's head and keeps an idle connection for an hour (`keepalive_timeout`, 3630 s).
 
 The design rests on one fact: a connection with no request in flight holds nothing of value,
 and HTTP lets a server close it at any time (clients open another).
@@ -17,6 +14,10 @@ and HTTP lets a server close it at any time (clients open another).
   head, and busy at the blank line that ends it (not a turn or two later, when aiohttp starts
   the handler: a burst of new connections in between could close it as idle);
   `connections_middleware` marks it busy too, and waiting again when its handler returns.
+- **Stalled bodies.** A busy connection whose body is still arriving, after STALL_GRACE_S,
+  slower than MIN_BODY_RATE, is *stalled*: no client sends a body so slowly but one that
+  means to hold the slot (a few hundred such from 127.0.0.1 once locked every local client
+  out). It gives way as an idle one does, after them, the slowest first, with a 408.
 - **Timeouts.** A heading connection whose head is not in within `header_timeout` is closed,
   after a 408 if it sent anything (one that sent nothing gets no answer, as from Go's server);
   a waiting one is closed after `idle_timeout`, unless an answer is still leaving at the pace
@@ -24,9 +25,11 @@ and HTTP lets a server close it at any time (clients open another).
 - **Room.** A new connection takes a slot when its client address (an IPv6 /64, which one
   machine holds whole) has fewer than `max_connections_per_address` and the daemon fewer than
   `max_connections`. Otherwise the oldest idle (waiting or heading) connection of that
-  address, or of the daemon, is closed to make room. So idle and trickling sockets, however
-  many and from however many addresses, never keep a client out: each new connection pushes
-  the oldest of them out. Only requests in flight fill the slots.
+  address, or of the daemon, is closed to make room, or else the slowest stalled one. So idle
+  and trickling sockets, however many and from however many addresses, never keep a client
+  out: only requests really in flight fill the slots. Loopback has no per-address cap: every
+  local client, the editor and an attacker alike, is 127.0.0.1, so a cap there could only
+  refuse the editor.
 - **Never one whose head is on its way.** An attacker who reopens its sockets brings a burst
   of new ones each time the loop wakes, and those connections' `connection_made` run before
   the loop reads what arrived in the same turn: a client's connection, its head already in
@@ -50,11 +53,9 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import ipaddress
 import itertools
 import json
 import logging
-import sys
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -63,16 +64,22 @@ from typing import Any
 from aiohttp import web
 
 from localserve.ground.settings import Settings
-from localserve.server.http.errors import Refused
+from localserve.server.http.errors import RETRY_AFTER_S, Refused
 from localserve.server.http.guard import GUARD, Handler
+from localserve.server.http.peers import client_group, loopback, unread
 
 log = logging.getLogger(__name__)
 
 REPORT_S = 10.0
 _END_OF_HEAD = b"\r\n\r\n"
 
+# A body slower than this, this long after its head, is stalled (bytes a second, seconds).
+MIN_BODY_RATE = 1024.0
+STALL_GRACE_S = 1.0
+
 _BUSY = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    b"Retry-After: " + RETRY_AFTER_S.encode() + b"\r\n"
     b"Connection: close\r\nContent-Length: %d\r\n\r\n%s"
 )
 _TIMEOUT = (
@@ -84,6 +91,7 @@ _TIMEOUT = (
 # one a browser opened ahead and never used, closes every day (logged at DEBUG).
 _REASONS = {
     "evicted": "idle closed to make room",
+    "stalled": "stalled bodies closed to make room",
     "header_timeout": "heads not in within header_timeout",
     "refused": "refused with every connection busy",
     "reserve": "requests refused on the operator's reserve",
@@ -106,6 +114,9 @@ class Conn:
     heard: bool = False  # bytes of the current head have arrived
     tail: bytes = b""  # the current head's last bytes so far, to find its end across reads
     handled: bool = False  # a handler runs for it (the middleware says)
+    body: Any = None  # the request's body stream while its handler runs (aiohttp's reader)
+    body_from: float = 0.0  # when the head ended (the loop's clock)
+    body_bytes: int = 0  # what arrived since
     pending: int = 0  # output still unsent at the last idle check
     timer: asyncio.TimerHandle | None = None
     alive: bool = True
@@ -114,20 +125,12 @@ class Conn:
     def idle(self) -> bool:
         return self.alive and self.state is not State.BUSY
 
-
-def client_group(peer: Any) -> str:
-    """The address a connection counts against: its IPv4 address, or its IPv6 /64."""
-    host = peer[0] if isinstance(peer, tuple) and peer else str(peer)
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return host
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
-        if not ip.is_loopback:
-            return str(ipaddress.IPv6Network((int(ip) >> 64 << 64, 64)))
-    return str(ip)
+    def body_rate(self, now: float) -> float | None:
+        """Bytes a second of a body still arriving past the grace; None if it is no such."""
+        waited = now - self.body_from
+        if not self.alive or self.body is None or self.body.is_eof() or waited < STALL_GRACE_S:
+            return None
+        return self.body_bytes / waited
 
 
 class Connections:
@@ -177,7 +180,10 @@ class Connections:
 
     def heard(self, conn: Conn, data: bytes) -> None:
         """Bytes arrived: a waiting connection's next head has begun, or a head has ended."""
-        if not conn.alive or conn.state is State.BUSY:
+        if not conn.alive:
+            return
+        if conn.state is State.BUSY:
+            conn.body_bytes += len(data)
             return
         if conn.state is State.WAITING:
             conn.state, conn.since = State.HEADING, next(self._tickets)
@@ -188,17 +194,22 @@ class Connections:
             # be a body's that aiohttp reads past (a request it answered without reading it),
             # and no handler will ever mark this connection waiting again.
             conn.state, conn.heard, conn.tail = State.BUSY, False, b""
+            conn.body_from = asyncio.get_running_loop().time()
+            conn.body_bytes = len(data) - (data.find(_END_OF_HEAD) + len(_END_OF_HEAD))
         else:
             conn.tail = (conn.tail + data[-3:])[-3:]
 
-    def started(self, conn: Conn) -> None:
-        """A request's handler starts."""
+    def started(self, conn: Conn, body: Any = None) -> None:
+        """A request's handler starts; `body` is its stream, if the request has a body."""
         conn.state, conn.heard, conn.tail, conn.handled = State.BUSY, False, b"", True
+        conn.body = body
+        if not conn.body_from:  # its head's end was not seen (a test's client)
+            conn.body_from = asyncio.get_running_loop().time()
         self._arm(conn, 0)
 
     def finished(self, conn: Conn) -> None:
         """Its handler has returned: the connection waits for the next request."""
-        conn.handled = False
+        conn.handled, conn.body, conn.body_from = False, None, 0.0
         if not conn.alive:
             return
         conn.state, conn.since, conn.pending = State.WAITING, next(self._tickets), 0
@@ -217,7 +228,7 @@ class Connections:
         idle connection in the way (if any) is closed."""
         settings = self.settings
         share = self._groups.get(group, set())
-        cap = settings.max_connections_per_address
+        cap = 0 if loopback(group) else settings.max_connections_per_address
         if cap and len(share) >= cap and not self._evict(share):
             return False
         if len(self._conns) - len(self._reserve) < settings.max_connections:
@@ -230,16 +241,25 @@ class Connections:
         return self._evict(self._reserve)
 
     def _evict(self, members: Iterable[Conn]) -> bool:
-        """Close the oldest connection of `members` that may give way; False if none may."""
-        candidates = [c for c in members if c.idle]
-        while candidates:
-            victim = min(candidates, key=lambda c: c.since)
+        """Close the oldest idle connection of `members` that may give way, else the slowest
+        stalled one; False if none may."""
+        members = list(members)
+        candidates = sorted((c for c in members if c.idle), key=lambda c: c.since)
+        for victim in candidates:
             transport = victim.transport
-            if not transport.get_write_buffer_size() and not _unread(transport):
+            if not transport.get_write_buffer_size() and not unread(transport):
                 self._close(victim, "evicted")
                 return True
-            candidates.remove(victim)
-        return False
+        now = asyncio.get_running_loop().time()
+        rates = [(rate, c) for c in members if (rate := c.body_rate(now)) is not None]
+        stalled = [c for rate, c in sorted(rates, key=lambda rc: rc[0]) if rate < MIN_BODY_RATE]
+        if not stalled:
+            return False
+        body = json.dumps(
+            {"error": "the request body arrived too slowly and gave way to a new connection"}
+        ).encode()
+        self._close(stalled[0], "stalled", _TIMEOUT % (len(body), body))
+        return True
 
     # -- timeouts ------------------------------------------------------------------------------
 
@@ -317,22 +337,6 @@ class Connections:
         log.warning("connections in the last %g s: %s", REPORT_S, counts)
 
 
-def _unread(transport: asyncio.BaseTransport) -> bool:
-    """Whether bytes wait on the socket that the loop has not read yet (False where the
-    platform cannot say: Windows)."""
-    sock = transport.get_extra_info("socket")
-    if sys.platform == "win32" or sock is None:
-        return False
-    import fcntl
-    import termios
-
-    try:
-        waiting = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
-    except OSError:
-        return False
-    return int.from_bytes(waiting, sys.byteorder) > 0
-
-
 CONNECTIONS = web.AppKey("connections", Connections)
 
 
@@ -344,7 +348,7 @@ async def connections_middleware(request: web.Request, handler: Handler) -> web.
     conn = table.get(request.transport)
     if conn is None:  # not through front.py (a test's client), or already closed
         return await handler(request)
-    table.started(conn)
+    table.started(conn, request.content if request.body_exists else None)
     try:
         if conn.reserved and not request.app[GUARD].is_operator(request):
             table.refused_on_reserve()

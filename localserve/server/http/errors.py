@@ -32,6 +32,11 @@ from localserve.store.importer import OutsideRoots
 log = logging.getLogger(__name__)
 
 
+# What a 503 tells a client to wait, in seconds: a stream's step, or a slot's freeing, is
+# sooner than a client's own backoff would guess.
+RETRY_AFTER_S = "1"
+
+
 class Refused(Exception):
     """The HTTP edge's own refusals (server/http/guard.py, server/http/limits.py): a status, a
     message that says what to change, and the setting or field it names."""
@@ -139,7 +144,11 @@ def error_response(request: web.Request, exc: BaseException) -> web.Response:
     OpenAI's."""
     err = classify(exc)
     if request.path.startswith("/api/"):
-        return ollama_error(err)
-    if request.path.startswith("/v1/messages"):
-        return anthropic_error(err)
-    return openai_error(err)
+        response = ollama_error(err)
+    elif request.path.startswith("/v1/messages"):
+        response = anthropic_error(err)
+    else:
+        response = openai_error(err)
+    if err.status == 503:  # each is a moment's want of room: a full queue, every slot busy
+        response.headers["Retry-After"] = RETRY_AFTER_S
+    return response

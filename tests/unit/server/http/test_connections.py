@@ -1,11 +1,60 @@
-"""Which client address a connection counts against (the live behaviour of the connection table
-is in tests/live/test_limits.py)."""
+"""Which client address a connection counts against, and the per-address cap that applies to
+every address but loopback's (the live behaviour of the connection table is in
+tests/live/test_limits.py; a non-loopback client cannot be made there)."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
-from localserve.server.http.connections import client_group
+from localserve.ground.settings import Settings
+from localserve.server.http.connections import Connections
+from localserve.server.http.peers import client_group
+
+
+class Socket:
+    """A transport as the table sees it: a peer, nothing unsent, and whether it was closed."""
+
+    def __init__(self, host: str) -> None:
+        self.peer, self.closed = (host, 50000), False
+
+    def get_extra_info(self, name: str) -> Any:
+        return self.peer if name == "peername" else None
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    abort = close
+
+
+def opened(host: str, n: int) -> list[Socket]:
+    """`n` connections from `host` to a table of 8 slots, at most 2 an address."""
+
+    async def run() -> list[Socket]:
+        table = Connections(Settings(max_connections=8, max_connections_per_address=2))
+        sockets = [Socket(host) for _ in range(n)]
+        for s in sockets:
+            table.open(s)  # type: ignore[arg-type]
+        return sockets
+
+    return asyncio.run(run())
+
+
+def test_past_the_per_address_cap_a_remote_address_gives_up_its_oldest_idle_connection() -> None:
+    assert [s.closed for s in opened("10.0.0.5", 3)] == [True, False, False]
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_loopback_which_every_local_client_shares_has_no_per_address_cap(host: str) -> None:
+    assert not any(s.closed for s in opened(host, 8))
 
 
 @pytest.mark.parametrize(
