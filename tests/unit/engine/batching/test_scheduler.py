@@ -58,6 +58,18 @@ def test_max_tokens_finishes_with_length_and_frees_the_slot(loop) -> None:
     assert sched.slots.free == [0] and not sched.running
 
 
+def test_a_max_tokens_above_the_room_left_fills_the_context_and_ends_with_length(loop) -> None:
+    # Agents ask for 32000: an upper bound, clamped on every face (tests/live/test_output_clamp.py).
+    backend = FakeBackend(n_slots=1, n_ctx=16)
+    sched = Scheduler(backend)
+    seq = make_seq(loop, 10, max_new=32_000)
+    sched.submit(seq)
+    while seq.finish_reason is None:
+        sched.step()
+    assert seq.finish_reason == "length"
+    assert 10 + len(seq.generated) == 16
+
+
 def test_waiting_sequence_takes_the_slot_a_finished_one_frees(loop) -> None:
     backend = FakeBackend(n_slots=1)
     sched = Scheduler(backend)
