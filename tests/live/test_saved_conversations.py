@@ -95,6 +95,35 @@ def test_a_changed_model_file_drops_its_saved_conversations(
     assert not saved_files(state_home)
 
 
+def test_a_model_file_edited_at_the_same_size_and_time_drops_its_saved_conversations(
+    daemon_factory, state_home, tmp_path: Path
+) -> None:
+    copy = shutil.copy(model_file(), tmp_path / "danube.gguf")
+    _, url = daemon_factory(("--model", str(copy), *ONE_SLOT), env=state_home)
+    ask(url, "danube", keep_alive=0)
+    unloaded(url, "danube")
+    saved(state_home)
+    flip_a_bit_in_the_middle(copy)
+    again = ask(url, "danube")
+    assert again.usage.prompt_tokens_details.cached_tokens == 0
+    assert not saved_files(state_home)
+
+
+def flip_a_bit_in_the_middle(path: Path) -> None:
+    """An edit in place among the weights, far from the file's first and last MiB, that leaves
+    its size and modification time as they were (the lowest bit of a quantized weight, a scale
+    or a float: the model still loads and answers)."""
+    before = os.stat(path)
+    with open(path, "r+b") as f:
+        f.seek(before.st_size // 2)
+        byte = f.read(1)[0]
+        f.seek(before.st_size // 2)
+        f.write(bytes([byte ^ 1]))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(path)
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
 def test_saved_conversations_zero_keeps_nothing_on_disk(daemon_factory, state_home) -> None:
     args = ("--model", "smollm2", *ONE_SLOT, "--saved-conversations", "0")
     _, url = daemon_factory(args, env=state_home)

@@ -32,9 +32,12 @@ log = logging.getLogger(__name__)
 
 MAGIC = b"LSKV1\n"
 SUFFIX = ".kv"
-# The file's head and its tail are hashed with its size and modification time: hashing a whole
-# multi-gigabyte file at every load would cost seconds, and a file replaced or edited in place
-# changes its modification time.
+# The file's head and its tail are hashed with its size and its modification and change times:
+# hashing a whole multi-gigabyte file at every load would cost seconds. A file replaced or
+# edited in place gets a new change time, which no call sets back (restoring the modification
+# time with utime sets it too), so an edit at the same size and modification time is seen. A
+# chmod or a new hard link changes it as well: that costs the saved conversations, never a
+# wrong answer.
 FINGERPRINT_SAMPLE = 1 << 20
 
 
@@ -50,7 +53,8 @@ class SpilledPrompt:
 def fingerprint(model_path: str) -> str:
     """What identifies a model file's contents, cheaply (see FINGERPRINT_SAMPLE)."""
     st = os.stat(model_path)
-    digest = hashlib.sha256(f"{st.st_size}:{st.st_mtime_ns}".encode())
+    stamp = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+    digest = hashlib.sha256(stamp.encode())
     with open(model_path, "rb") as f:
         digest.update(f.read(FINGERPRINT_SAMPLE))
         if st.st_size > FINGERPRINT_SAMPLE:

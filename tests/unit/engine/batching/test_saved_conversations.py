@@ -51,6 +51,25 @@ def test_a_changed_model_file_drops_its_conversations(tmp_path: Path) -> None:
     assert not first.folder.exists()
 
 
+def test_a_model_file_edited_in_its_middle_at_the_same_size_and_time_drops_them(
+    tmp_path: Path,
+) -> None:
+    """Past the first and last MiB, which the fingerprint hashes, with the modification time
+    set back: only the file's change time tells."""
+    model = model_file(tmp_path, bytes(3 << 20))
+    first = shelf(tmp_path, model)
+    first.write([1, 2, 3], b"cells")
+    before = os.stat(model)
+    with open(model, "r+b") as f:
+        f.seek(3 << 19)
+        f.write(b"\x01")
+    os.utime(model, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(model)
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert shelf(tmp_path, model).entries == []
+    assert not first.folder.exists()
+
+
 def test_a_conversation_that_an_entry_holds_already_is_not_written_again(tmp_path: Path) -> None:
     saved = shelf(tmp_path, model_file(tmp_path))
     assert saved.write([1, 2, 3], b"cells")
