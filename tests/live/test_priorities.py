@@ -6,13 +6,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime
 
 import httpx
 import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.helpers import NO_END
+from tests.support.daemons import poll
+from tests.support.helpers import NO_END, slots_in_use
 from tests.support.live import CLIENT_TIMEOUT_S, running_daemon
 
 LONG = "Write a very long story about a lighthouse keeper."
@@ -83,13 +85,47 @@ def test_background_embeddings_are_served(client: openai.OpenAI) -> None:
     assert len(answer.data[0].embedding) > 0
 
 
-def test_the_body_field_asks_for_background_priority_on_the_ollama_face(url: str) -> None:
-    answer = httpx.post(
-        f"{url}/api/generate",
-        json={"model": "smollm2", "prompt": "Hi", "stream": False, "priority": "background"},
-        timeout=CLIENT_TIMEOUT_S,
-    ).json()
-    assert answer["done"] and answer["eval_count"] > 0
+def test_interactive_requests_queued_after_a_background_one_on_the_ollama_face_go_first(
+    client: openai.OpenAI, url: str
+) -> None:
+    """The only slot is held until a background generate and then two interactive ones wait
+    for it; when it frees, both interactive ones end before the background one (each answer's
+    created_at is stamped by the daemon as it ends). The order is the scheduler's, not a
+    race: all three wait before the slot frees, and it frees when the holder leaves."""
+    ended: dict[str, dict] = {}
+
+    def generate(name: str, **priority: str) -> None:
+        body = {"model": "smollm2", "prompt": "Hi", "stream": False, **priority}
+        body["options"] = {"num_predict": 8, "temperature": 0}
+        answer = httpx.post(f"{url}/api/generate", json=body, timeout=CLIENT_TIMEOUT_S)
+        ended[name] = answer.json()
+
+    holder = client.chat.completions.create(
+        model="smollm2",
+        messages=[{"role": "user", "content": LONG}],
+        max_tokens=900,
+        temperature=0,
+        logit_bias=NO_END,
+        stream=True,
+    )
+    waiting: list[threading.Thread] = []
+    with holder:
+        next(iter(holder))  # the holder decodes in the only slot
+        for name, priority in [("background", "background"), ("first", None), ("second", None)]:
+            extra = {"priority": priority} if priority else {}
+            waiting.append(threading.Thread(target=generate, args=(name,), kwargs=extra))
+            waiting[-1].start()
+            wait_queued(url, len(waiting))
+        assert slots_in_use(url)["running"] == 1
+    for thread in waiting:  # the holder left: its slot frees at the next step
+        thread.join()
+    assert all(answer["done"] and answer["eval_count"] > 0 for answer in ended.values())
+    at = {name: datetime.fromisoformat(answer["created_at"]) for name, answer in ended.items()}
+    assert at["first"] < at["background"] and at["second"] < at["background"]
+
+
+def wait_queued(url: str, n: int) -> None:
+    poll(f"{n} requests waiting", lambda: slots_in_use(url)["queued"] == n, 30)
 
 
 def test_an_unknown_priority_is_a_400_in_openais_format(client: openai.OpenAI) -> None:
