@@ -146,6 +146,25 @@ def test_a_chat_batch_completes_and_its_lines_correlate_by_custom_id(
     assert batch.id in {b.id for b in client.batches.list(limit=100)}
 
 
+def test_a_batchs_lines_run_at_background_priority(client: openai.OpenAI, daemon: str) -> None:
+    """/metrics counts each generation under the priority class the engine ran it at: the
+    lines of a batch under background, the same request sent directly under interactive."""
+
+    def generations(priority: str) -> float:
+        name = f'localserve_generations_total{{model="{MODEL}",priority="{priority}"}}'
+        return metric_values(daemon).get(name, 0.0)
+
+    before = {p: generations(p) for p in ("background", "interactive")}
+    lines = [chat_line(f"b{i}", f"Say the number {i}.") for i in range(3)]
+    batch = ended(client, run_batch(client, lines, "/v1/chat/completions").id)
+    assert batch.status == "completed" and batch.request_counts.completed == 3, batch
+    assert generations("background") == before["background"] + 3
+    assert generations("interactive") == before["interactive"]
+    client.chat.completions.create(**lines[0]["body"])
+    assert generations("interactive") == before["interactive"] + 1
+    assert generations("background") == before["background"] + 3
+
+
 def test_embeddings_and_completions_batches(client: openai.OpenAI) -> None:
     texts = {"sky": "Why is the sky blue?", "cat": "The cat sat on the mat.", "hi": "hello"}
     lines = [

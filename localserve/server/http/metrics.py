@@ -2,8 +2,8 @@
 
 Two kinds of figure:
 - **Counted per request**, when it ends (`Metrics.finished`, from request_log.py): requests by
-  face, model and status; prompt, cached and generated tokens; time to first token, time per
-  output token, queue wait and end-to-end latency as histograms.
+  face, model and status; prompt, cached and generated tokens; generations by priority class;
+  time to first token, time per output token, queue wait and end-to-end latency as histograms.
 - **Read at scrape time** (`_Live`): what the manager, the pools and the workers hold now
   (sequences running and waiting, batch sizes per step, loads, evictions, load seconds, swap
   waits, pool budgets and reservations, prompt caches, worker restarts). Nothing is kept
@@ -64,6 +64,13 @@ class Metrics:
         self.generated_tokens = Counter(
             "localserve_generated_tokens", "Tokens generated", ["model"], registry=r
         )
+        self.generations = Counter(
+            "localserve_generations",
+            "Generations ended, by model and the priority class the engine ran them at "
+            "(interactive, or background: batches and requests that ask for it)",
+            ["model", "priority"],
+            registry=r,
+        )
         self.ttft = Histogram(
             "localserve_time_to_first_token_seconds",
             "From the request's queueing to its first token",
@@ -103,6 +110,8 @@ class Metrics:
         self.prompt_tokens.labels(model).inc(seq.prompt_tokens)
         self.cached_tokens.labels(model).inc(seq.cached_tokens)
         self.generated_tokens.labels(model).inc(seq.completion_tokens)
+        priority = "background" if seq.params.background else "interactive"
+        self.generations.labels(model, priority).inc()
         timings = seq.timings()
         self.queue_wait.labels(model).observe(timings.queued_s)
         if timings.ttft_s is not None:
