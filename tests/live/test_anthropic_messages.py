@@ -51,20 +51,38 @@ def test_a_stop_sequence_ends_the_answer_and_is_named(smol) -> None:
     assert message.content[0].text.endswith("3. 3\n")
 
 
-def test_the_system_prompt_may_be_text_blocks_with_cache_control(smol) -> None:
-    system = [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}]
-    message = ask(smol, system=system, metadata={"user_id": "u1"})
-    assert message.content[0].text
-
-
-def test_a_system_message_mid_conversation_is_taken(smol) -> None:
-    messages = [
-        {"role": "user", "content": "Hi."},
-        {"role": "assistant", "content": "Hello!"},
-        {"role": "system", "content": [{"type": "text", "text": "Answer in French."}]},
-        {"role": "user", "content": "Say hello."},
+def test_system_text_blocks_steer_the_answer_as_a_chat_system_message_does(smol) -> None:
+    """Greedy: the blocks, joined by a newline, give the answer the same text gives as Chat
+    Completions' system message, and not the one without it."""
+    system = [
+        {"type": "text", "text": "You are a pirate.", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "Answer in French."},
     ]
-    assert ask(smol, messages).content[0].text
+    steered = ask(smol, system=system, metadata={"user_id": "u1"}, max_tokens=16)
+    plain = ask(smol, max_tokens=16)
+    as_chat = chat(
+        smol, [{"role": "system", "content": "You are a pirate.\nAnswer in French."}, *HELLO]
+    )
+    assert steered.content[0].text == as_chat
+    assert steered.content[0].text != plain.content[0].text
+
+
+def test_a_system_message_mid_conversation_steers_the_answer_as_in_chat(smol) -> None:
+    before = [{"role": "user", "content": "Hi."}, {"role": "assistant", "content": "Hello!"}]
+    last = {"role": "user", "content": "Say hello."}
+    system = {"role": "system", "content": [{"type": "text", "text": "Answer in French."}]}
+    steered = ask(smol, [*before, system, last], max_tokens=16).content[0].text
+    plain = ask(smol, [*before, last], max_tokens=16).content[0].text
+    as_chat = chat(smol, [*before, {"role": "system", "content": "Answer in French."}, last])
+    assert steered == as_chat and steered != plain
+
+
+def chat(s, messages: list[dict]) -> str:
+    """The greedy answer of Chat Completions on the same daemon, to the same turns."""
+    answer = s.openai.chat.completions.create(
+        model=s.model, messages=messages, max_tokens=16, temperature=0
+    )
+    return answer.choices[0].message.content
 
 
 def test_fields_with_no_local_effect_are_accepted(smol) -> None:

@@ -56,13 +56,34 @@ def test_a_response_answers_with_a_message_item_and_usage(both) -> None:
     assert response.usage.input_tokens_details.cached_tokens <= response.usage.input_tokens
 
 
-def test_instructions_and_message_items_make_the_prompt(smol) -> None:
+def test_instructions_steer_the_answer_as_a_chat_system_message_does(smol) -> None:
+    """Greedy: the answer with instructions is the one Chat Completions gives with the same
+    text as its system message, and not the one without."""
+    steered = respond(smol, instructions="You are a pirate.", max_output_tokens=16)
+    plain = respond(smol, max_output_tokens=16)
+    as_chat = chat(smol, [{"role": "system", "content": "You are a pirate."}])
+    assert steered.instructions == "You are a pirate."
+    assert steered.output_text == as_chat and steered.output_text != plain.output_text
+
+
+def test_a_developer_item_steers_the_answer_as_a_chat_system_message_does(smol) -> None:
     items = [
-        {"type": "message", "role": "developer", "content": "Be brief."},
+        {"type": "message", "role": "developer", "content": "Answer in French."},
         {"role": "user", "content": [{"type": "input_text", "text": HELLO}]},
     ]
-    response = respond(smol, items, instructions="You are a helpful assistant.")
-    assert response.output_text and response.instructions == "You are a helpful assistant."
+    steered = respond(smol, items, max_output_tokens=16).output_text
+    plain = respond(smol, max_output_tokens=16).output_text
+    assert steered == chat(smol, [{"role": "system", "content": "Answer in French."}])
+    assert steered != plain
+
+
+def chat(s, system: list[dict]) -> str:
+    """The greedy answer of Chat Completions on the same daemon, to HELLO after `system`."""
+    messages = [*system, {"role": "user", "content": HELLO}]
+    answer = s.openai.chat.completions.create(
+        model=s.model, messages=messages, max_tokens=16, temperature=0
+    )
+    return answer.choices[0].message.content
 
 
 def test_max_output_tokens_leaves_the_response_incomplete_with_the_reason(smol) -> None:
