@@ -1,5 +1,6 @@
 """Priority classes against a live daemon with one slot: a background request yields it to an
-interactive one at the next step, and still ends with every token it was due."""
+interactive one at the next step, and still ends with every token it was due; interactive
+requests that queue after a background one are served before it."""
 
 from __future__ import annotations
 
