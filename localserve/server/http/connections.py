@@ -17,17 +17,20 @@ and HTTP lets a server close it at any time (clients open another).
 - **Stalled bodies.** A busy connection whose body is still arriving, after STALL_GRACE_S,
   slower than MIN_BODY_RATE, is *stalled*: no client sends a body so slowly but one that
   means to hold the slot (a few hundred such from 127.0.0.1 once locked every local client
-  out). It gives way as an idle one does, after them, the slowest first, with a 408.
+  out). It gives way to a new connection, the slowest first, with a 408.
 - **Timeouts.** A heading connection whose head is not in within `header_timeout` is closed,
   after a 408 if it sent anything (one that sent nothing gets no answer, as from Go's server);
   a waiting one is closed after `idle_timeout`, unless an answer is still leaving at the pace
   its client reads. A busy one has no timeout here: its body has `body_timeout` (limits.py).
 - **Room.** A new connection takes a slot when its client address (an IPv6 /64, which one
   machine holds whole) has fewer than `max_connections_per_address` and the daemon fewer than
-  `max_connections`. Otherwise the oldest idle (waiting or heading) connection of that
-  address, or of the daemon, is closed to make room, or else the slowest stalled one. So idle
-  and trickling sockets, however many and from however many addresses, never keep a client
-  out: only requests really in flight fill the slots. Loopback has no per-address cap: every
+  `max_connections`. Otherwise the connection of that address, or of the daemon, that has
+  made the least progress is closed to make room: the oldest heading one, else the slowest
+  stalled one, else the oldest waiting one (last: its client may be sending its next request
+  down it as it closes, which the client sees as a reset; bench_abuse lost a third of its
+  requests so while stalled bodies outlasted them). So idle and trickling sockets, however
+  many and from however many addresses, never keep a client out: only requests really in
+  flight fill the slots. Loopback has no per-address cap: every
   local client, the editor and an attacker alike, is 127.0.0.1, so a cap there could only
   refuse the editor.
 - **Never one whose head is on its way.** An attacker who reopens its sockets brings a burst
@@ -74,8 +77,11 @@ REPORT_S = 10.0
 _END_OF_HEAD = b"\r\n\r\n"
 
 # A body slower than this, this long after its head, is stalled (bytes a second, seconds).
+# Clients write a body right behind its head; a grace of a second let an attack that reopens
+# its sockets every second keep hundreds inside it, so only waiting keep-alive connections,
+# about to carry a client's next request, were left to give way (bench_abuse lost requests).
 MIN_BODY_RATE = 1024.0
-STALL_GRACE_S = 1.0
+STALL_GRACE_S = 0.25
 
 _BUSY = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
@@ -86,6 +92,10 @@ _TIMEOUT = (
     b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
     b"Connection: close\r\nContent-Length: %d\r\n\r\n%s"
 )
+_SLOW_BODY = json.dumps(
+    {"error": "the request body arrived too slowly and gave way to a new connection"}
+).encode()
+_STALLED = _TIMEOUT % (len(_SLOW_BODY), _SLOW_BODY)
 # Why connections were closed or refused, as the summary line words them. Only what happens
 # under pressure or to a stalled client is summed up: a keep-alive connection left idle, or
 # one a browser opened ahead and never used, closes every day (logged at DEBUG).
@@ -241,25 +251,26 @@ class Connections:
         return self._evict(self._reserve)
 
     def _evict(self, members: Iterable[Conn]) -> bool:
-        """Close the oldest idle connection of `members` that may give way, else the slowest
-        stalled one; False if none may."""
-        members = list(members)
-        candidates = sorted((c for c in members if c.idle), key=lambda c: c.since)
-        for victim in candidates:
-            transport = victim.transport
-            if not transport.get_write_buffer_size() and not unread(transport):
-                self._close(victim, "evicted")
-                return True
+        """Close the connection of `members` that has made the least progress and may give
+        way: the oldest heading, else the slowest stalled, else the oldest waiting (a client
+        may be sending its next request down it as it closes); False if none may."""
+        members = [c for c in members if c.alive]
         now = asyncio.get_running_loop().time()
         rates = [(rate, c) for c in members if (rate := c.body_rate(now)) is not None]
-        stalled = [c for rate, c in sorted(rates, key=lambda rc: rc[0]) if rate < MIN_BODY_RATE]
-        if not stalled:
-            return False
-        body = json.dumps(
-            {"error": "the request body arrived too slowly and gave way to a new connection"}
-        ).encode()
-        self._close(stalled[0], "stalled", _TIMEOUT % (len(body), body))
-        return True
+        by_age = sorted((c for c in members if c.idle), key=lambda c: c.since)
+        order = [c for c in by_age if c.state is State.HEADING]
+        order += [c for rate, c in sorted(rates, key=lambda rc: rc[0]) if rate < MIN_BODY_RATE]
+        order += [c for c in by_age if c.state is State.WAITING]
+        for victim in order:
+            transport = victim.transport
+            if transport.get_write_buffer_size() or unread(transport):
+                continue
+            if victim.idle:
+                self._close(victim, "evicted")
+            else:
+                self._close(victim, "stalled", _STALLED)
+            return True
+        return False
 
     # -- timeouts ------------------------------------------------------------------------------
 
