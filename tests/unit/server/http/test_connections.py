@@ -1,6 +1,6 @@
 """Which client address a connection counts against, and the per-address cap that applies to
 every address but loopback's (the live behaviour of the connection table is in
-tests/live/test_limits.py; a non-loopback client cannot be made there)."""
+tests/live/test_connections.py; a non-loopback client cannot be made there)."""
 
 from __future__ import annotations
 
