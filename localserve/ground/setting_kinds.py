@@ -22,11 +22,17 @@ class Kind:
     noun: str
 
 
+# Counts reach llama.cpp as C ints (slots, threads, tokens), and seconds reach the event
+# loop's timers: past these bounds a value is a typo, and would fail far from its flag.
+MAX_WHOLE = (1 << 31) - 1
+MAX_SECONDS = 1e9
+
+
 def _whole(raw: Any) -> int:
     if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
         raise ValueError
     value = int(raw)
-    if value < 0:
+    if not 0 <= value <= MAX_WHOLE:
         raise ValueError
     return value
 
@@ -42,7 +48,7 @@ def _seconds(raw: Any) -> float:
     if isinstance(raw, bool):
         raise ValueError
     value = float(raw)
-    if value < 0:
+    if not 0 <= value <= MAX_SECONDS:  # also NaN and inf
         raise ValueError
     return value
 
@@ -72,7 +78,7 @@ def _budgets(raw: Any) -> dict[str, int]:
     if isinstance(raw, bool):
         raise ValueError
     if isinstance(raw, (int, float)):
-        return {"cpu": _whole(raw)}
+        return {"cpu": parse_size(str(raw))}
     budgets: dict[str, int] = {}
     for part in str(raw).split(","):
         device, sep, size = part.strip().rpartition("=")
@@ -186,9 +192,9 @@ def _show_size(value: int) -> str:
 
 TEXT = Kind(str, str, "text")
 PATH = Kind(lambda raw: str(Path(str(raw)).expanduser()), str, "a folder")
-WHOLE = Kind(_whole, str, "a whole number")
+WHOLE = Kind(_whole, str, f"a whole number up to {MAX_WHOLE}")
 PORT = Kind(_port, str, "a port between 1 and 65535")
-SECONDS = Kind(_seconds, lambda v: f"{v:g}", "a number of seconds")
+SECONDS = Kind(_seconds, lambda v: f"{v:g}", f"a number of seconds up to {MAX_SECONDS:g}")
 NUMBER = Kind(_seconds, lambda v: f"{v:g}", "a number, 0 or more")
 FRACTION = Kind(_fraction, lambda v: f"{v:g}", "a fraction from 0 to 1")
 DURATION = Kind(_duration, _show_duration, 'a duration like "5m", 0 or -1')

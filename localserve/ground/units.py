@@ -80,6 +80,10 @@ _UNITS = {
 }
 
 
+# No machine holds more; a bound keeps a typo of many digits from reaching arithmetic as inf.
+MAX_SIZE = 1 << 60
+
+
 def parse_size(text: str) -> int:
     """'512MiB', '2G', '1.5GB', '1048576' -> bytes (binary units throughout)."""
     s = text.strip().lower().replace(" ", "")
@@ -89,7 +93,10 @@ def parse_size(text: str) -> int:
     number, unit = s[:i], s[i:]
     if not number or unit not in _UNITS:
         raise ValueError(f"not a memory size: {text!r} (try 512MiB or 4GiB)")
-    return int(float(number) * _UNITS[unit])
+    size = float(number) * _UNITS[unit]
+    if not size <= MAX_SIZE:  # also NaN; 1e400 is inf, which int() raises OverflowError on
+        raise ValueError(f"not a memory size: {text!r} (at most {MAX_SIZE} bytes)")
+    return int(size)
 
 
 def format_size(n: int) -> str:

@@ -194,6 +194,14 @@ def test_gpu_layers_is_auto_unless_a_count_is_given():
         ("gpu_layers", "many"),
         ("max_tokens", "gemma3=0"),
         ("max_tokens", "lots"),
+        ("parallel", "9" * 400),
+        ("threads", str(1 << 31)),
+        ("ctx", "1e400"),
+        ("header_timeout", "nan"),
+        ("idle_timeout", "1e400"),
+        ("max_body", "1e400GiB"),
+        ("prompt_cache", "9" * 30 + "GiB"),
+        ("memory_budget", "nan"),
     ],
 )
 def test_a_value_of_the_wrong_kind_is_refused_naming_the_flag(name: str, bad: str):
