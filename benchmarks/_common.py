@@ -292,12 +292,21 @@ def div(a: float, b: float) -> str:
 
 
 def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
+    """The cores, the CPU's model and the vector units llama.cpp's kernels pick from: the
+    machine kinds this project runs on differ in exactly these (AVX2 EPYC, AMX Xeon)."""
+    cpu, flags = platform.processor() or "unknown CPU", set()
     with contextlib.suppress(OSError):
-        m = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
+        info = Path("/proc/cpuinfo").read_text()
+        m = re.search(r"^model name\s*:\s*(.+)$", info, re.M)
         if m:
             cpu = m.group(1).strip()
-    return f"{len(os.sched_getaffinity(0))} CPUs (nproc), {cpu}"
+        f = re.search(r"^flags\s*:\s*(.+)$", info, re.M)
+        flags = set(f.group(1).split()) if f else set()
+    units = ", ".join(
+        f"{name} {'yes' if flag in flags else 'no'}"
+        for name, flag in (("AVX2", "avx2"), ("AVX-512", "avx512f"), ("AMX", "amx_tile"))
+    )
+    return f"{len(os.sched_getaffinity(0))} CPUs (nproc), {cpu} ({units})"
 
 
 def versions() -> str:
@@ -355,6 +364,19 @@ def publish(
         write_doc(section, start, end)
 
 
+def stamped(text: str) -> str:
+    """The section with the facts every record carries (date, commit, machine) after its
+    heading, those it lacks added, so that no figure is read without its CPU."""
+    facts = [*dated(), f"- Machine: {machine()}"]
+    missing = [f for f in facts if f"\n{f.split(':')[0]}:" not in text]
+    if not missing:
+        return text
+    lines = text.split("\n")
+    at = next((i + 1 for i, line in enumerate(lines) if line.startswith("#")), 1)
+    blank = [""] if at < len(lines) and lines[at] == "" else []
+    return "\n".join([*lines[:at], *blank, *missing, *lines[at + len(blank) :]])
+
+
 def write_doc(text: str, start: str, end: str) -> None:
     """Put `text` (which begins with `start` and ends with `end`) in docs/benchmarks.md,
     replacing the section between those markers if there is one; other sections stay."""
@@ -367,6 +389,7 @@ def write_doc(text: str, start: str, end: str) -> None:
             "```\npython -m benchmarks.bench_serving\npython -m benchmarks.bench_swap\n```\n\n"
             "Each run replaces its own section below; see `--help` for options.\n"
         )
+    text = stamped(text)
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
     if pattern.search(doc):
         doc = pattern.sub(lambda _: text, doc)

@@ -125,8 +125,9 @@ def section(
         *(
             [
                 "",
-                f"The servers ran in turn, {passes} passes (`#2` is a server's second); each "
-                "ratio below is the median of the passes' ratios.",
+                f"The servers ran in turn, {passes} passes (`#2` is a server's second), the "
+                "order reversed every other pass, so that none always went first; each ratio "
+                "below is the median of the passes' ratios.",
             ]
             if (passes := 1 + max((lv.round for lv in levels), default=0)) > 1
             else []
