@@ -25,6 +25,7 @@ from pathlib import Path
 
 import platformdirs
 
+from localserve.ground import places
 from localserve.ground import settings as config
 from localserve.ground.store_layout import why_not_a_store
 from localserve_installer import units
@@ -149,7 +150,7 @@ class _MacOS(_Platform):
         self.agents = Path.home() / "Library" / "LaunchAgents"
 
     def entries(self, tray: bool) -> list[Entry]:
-        log = str(config.log_dir() / "launchd.log")
+        log = str(places.log_dir() / "launchd.log")
         found = [
             Entry(
                 "daemon",
@@ -168,13 +169,13 @@ class _MacOS(_Platform):
         return found
 
     def register(self, entry: Entry) -> str:
-        config.log_dir().mkdir(parents=True, exist_ok=True)  # launchd opens the log, not us
+        places.log_dir().mkdir(parents=True, exist_ok=True)  # launchd opens the log, not us
         code, out = self.run(["launchctl", "load", "-w", str(entry.path)])
         return "loaded (launchctl)" if code == 0 else f"written; launchctl said: {out}"
 
     def unregister(self, entry: Entry) -> None:
         self.run(["launchctl", "unload", "-w", str(entry.path)])
-        _remove_empty(config.log_dir())
+        _remove_empty(places.log_dir())
 
     def manager_state(self) -> str:
         code, _ = self.run(["launchctl", "list", units.DAEMON_LABEL])
@@ -271,7 +272,7 @@ def _purge() -> list[str]:
     the user keeps other files too): it goes only once it is proved a store holding nothing
     else (ground/store_layout.py); otherwise it stays, and the user is told why."""
     said = []
-    models = config.models_dir(config.load())
+    models = places.models_dir(config.load())
     if models.exists() or models.is_symlink():
         why = why_not_a_store(models)
         if why is None:
@@ -280,7 +281,7 @@ def _purge() -> list[str]:
         else:
             said.append(f"kept {models}: {why}; delete what you no longer want in it yourself")
     state = Path(platformdirs.user_state_dir(config.APP, appauthor=False))
-    for folder in (config.log_dir(), state):  # localserve's own folders, by their paths
+    for folder in (places.log_dir(), state):  # localserve's own folders, by their paths
         if folder.exists():
             shutil.rmtree(folder)
             said.append(f"removed {folder}")

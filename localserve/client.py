@@ -14,7 +14,8 @@ from collections.abc import Generator, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from localserve.ground.settings import OPERATOR_HEADER, operator_token_path
+from localserve.ground.places import operator_token_path
+from localserve.ground.settings import OPERATOR_HEADER
 
 JSON = dict[str, Any]
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from localserve.client import Client, DaemonUnreachable
+from localserve.ground import places
 from localserve.ground import settings as config
 
 STARTUP_TIMEOUT_S = 90.0
@@ -30,7 +31,7 @@ class DaemonDidNotStart(Exception):
 
 def log_path() -> Path:
     """Where a daemon that `run` starts writes its log."""
-    return config.log_dir() / "server.log"
+    return places.log_dir() / "server.log"
 
 
 def is_local(host: str) -> bool:

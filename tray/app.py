@@ -25,6 +25,7 @@ from pathlib import Path
 import pystray
 
 from localserve.client import JSON, ApiError, Client, ClientError, DaemonUnreachable
+from localserve.ground import places
 from localserve.ground import settings as config
 from localserve.launcher import DaemonDidNotStart, is_local, log_path, start, wait_healthy
 from localserve_installer import service
@@ -139,8 +140,8 @@ class Tray:
                 unload_all=self._in_background(self.unload_all),
                 load=self._in_background(self.client.load),
                 start_daemon=self._in_background(self.start_daemon),
-                open_logs=lambda: open_folder(config.log_dir()),
-                open_models=lambda: open_folder(config.models_dir(self.settings)),
+                open_logs=lambda: open_folder(places.log_dir()),
+                open_models=lambda: open_folder(places.models_dir(self.settings)),
                 open_page=lambda: webbrowser.open(f"{self.settings.url}/ui"),
                 at_login=lambda: service.installed(tray=True),
                 toggle_at_login=self._in_background(self.toggle_at_login),

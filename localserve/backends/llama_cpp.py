@@ -1,8 +1,7 @@
 """The GGUF backend: llama.cpp through llama-cpp-python's low-level ctypes API.
 
-One model gets one llama_context with `n_seq_max` equal to its slot count, so a single KV cache,
-allocated once at load, serves every slot. Each slot is a llama.cpp sequence id. The high-level
-`Llama` class is avoided on purpose: it serves one sequence at a time.
+One model gets one llama_context with `n_seq_max` equal to its slot count, so one KV cache,
+allocated at load, serves every slot, each a sequence id (not `Llama`: it serves one at a time).
 
 The same context embeds: `embed` switches it to embeddings mode for one decode and returns every
 token's hidden state; the engine pools them. The context is created with pooling NONE on
@@ -24,6 +23,7 @@ from localserve.backends.llama_drafts import DraftJudges
 from localserve.backends.llama_model_info import meta, model_info
 from localserve.backends.llama_runtime import capture, device_list, ensure_backend, reported_buffers
 from localserve.backends.llama_sampler import sampler_chain
+from localserve.ground import kv_cache
 from localserve.ground.errors import LoadFailed
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.step import StepPlan
@@ -61,6 +61,8 @@ class LlamaCppOptions:
     # Per-slot KV streams keep each sequence's attention to its own cells; a unified cache
     # makes every decode token attend across all slots' cells.
     kv_unified: bool = False
+    kv_type: str = "f16"  # K's and V's alike; it and flash attention: ground/kv_cache.py
+    flash_attention: str = "auto"
     # A smaller GGUF sharing the vocabulary, loaded beside the model to draft its tokens
     # (engine/batching/draft_model.py), with as many slots of as many cells: all on `device`
     # when the model is, else all on the CPU.
@@ -117,6 +119,7 @@ class LlamaCppBackend:
         return None
 
     def _load(self, name: str, path: str, options: LlamaCppOptions) -> None:
+        kv_cache.check(options.kv_type, options.flash_attention)
         mparams = ll.llama_model_default_params()
         devices = device_list(options.device)
         # The struct field is a plain pointer: `devices` stays referenced until the load ends.
@@ -142,6 +145,8 @@ class LlamaCppBackend:
         cparams.n_threads = options.n_threads
         cparams.n_threads_batch = options.n_threads
         cparams.kv_unified = options.kv_unified
+        cparams.type_k = cparams.type_v = kv_cache.GGML_TYPES[options.kv_type]
+        cparams.flash_attn_type = kv_cache.FLASH_TYPES[options.flash_attention]
         cparams.no_perf = True
         # Per-token rows, pooled by us (see the module docstring); embeddings mode stays off
         # except during an embedding step. A generative model pools nothing already: only an
@@ -175,7 +180,8 @@ class LlamaCppBackend:
         self._embedding_mode = False
         self._closed = False
 
-        self.info = model_info(name, path, model, ctx, options.n_slots)
+        kv = (options.kv_type, options.flash_attention)
+        self.info = model_info(name, path, model, ctx, options.n_slots, kv)
 
     # -- text ---------------------------------------------------------------------------------
 

@@ -11,8 +11,14 @@ from localserve.ground.model import ModelInfo
 
 
 def model_info(
-    name: str, path: str, model: ll.llama_model_p, ctx: ll.llama_context_p, n_slots: int
+    name: str,
+    path: str,
+    model: ll.llama_model_p,
+    ctx: ll.llama_context_p,
+    n_slots: int,
+    kv: tuple[str, str] = ("f16", "auto"),
 ) -> ModelInfo:
+    """`kv`: the KV cache's type and flash attention it loaded with."""
     vocab = ll.llama_model_get_vocab(model)
     template = ll.llama_model_chat_template(model, None)
     return ModelInfo(
@@ -33,6 +39,8 @@ def model_info(
         n_embd=int(ll.llama_model_n_embd(model)),
         fim=_fim_tokens(vocab),
         fim_repo=(int(ll.llama_vocab_fim_rep(vocab)), int(ll.llama_vocab_fim_sep(vocab))),
+        kv_cache_type=kv[0],
+        flash_attention=kv[1],
     )
 
 

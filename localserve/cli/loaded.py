@@ -33,7 +33,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 def ps_command(args: argparse.Namespace) -> int:
     _, client = connect(args)
     rows = [_row(m) for m in client.ps()]
-    output.table(("NAME", "SIZE", "PROCESSOR", "DEVICE", "IN FLIGHT", "UNTIL"), rows)
+    output.table(("NAME", "SIZE", "PROCESSOR", "DEVICE", "KV CACHE", "IN FLIGHT", "UNTIL"), rows)
     return OK
 
 
@@ -46,7 +46,7 @@ def processor(gpu_layers: int, layers: int) -> str:
     return "100% GPU" if gpu >= 100 else f"{100 - gpu}%/{gpu}% CPU/GPU"
 
 
-def _row(model: JSON) -> tuple[str, str, str, str, str, str]:
+def _row(model: JSON) -> tuple[str, str, str, str, str, str, str]:
     ours = model.get("localserve") or {}
     placement = ours.get("placement") or {}
     if ours.get("pinned"):
@@ -63,6 +63,7 @@ def _row(model: JSON) -> tuple[str, str, str, str, str, str]:
         if ours.get("remote")
         else processor(int(placement.get("gpu_layers") or 0), int(placement.get("layers") or 0)),
         _device(ours),
+        str(ours.get("kv_cache_type", "-")),
         str(ours.get("in_flight", 0)),
         until,
     )

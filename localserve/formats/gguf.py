@@ -6,9 +6,9 @@ never reaches llama.cpp (Ollama's CVE-2026-7482 was an over-read in its loader o
 
 The memory estimate is weights + KV cache for every slot + llama.cpp's compute and output
 buffers + the prompt cache, by layer (formats/offload.py splits it between the CPU and a
-device). The KV term is layers x kv heads x head dim x 2 (K and V) x 2 bytes
-(f16) x cells; sliding-window layers only keep their window. Compute buffers are dominated by
-the logits of one micro-batch.
+device). The KV term is layers x kv heads x head dim x 2 (K and V) x an element's bytes (2
+for f16, 34/32 for q8_0, 18/32 for q4_0) x cells; sliding-window layers only keep their
+window. Compute buffers are dominated by the logits of one micro-batch.
 """
 
 from __future__ import annotations
@@ -155,6 +155,7 @@ def layered(
     n_ubatch: int,
     prompt_cache_limit: int,
     swa_full: bool,
+    kv_element_bytes: float = F16,
 ) -> LayeredEstimate:
     """The estimate by layer, from the tensor table, so that layers can be offloaded.
 
@@ -175,7 +176,7 @@ def layered(
     )
 
     cells_full = _pad(n_ctx_slot) * n_slots
-    per_cell_layer = n_head_kv * (head_k + head_v) * F16
+    per_cell_layer = round(n_head_kv * (head_k + head_v) * kv_element_bytes)
     cells_swa = min(cells_full, _pad(window + n_ubatch) * n_slots)
     sliding = _sliding_layers(header, n_layer) if window and not swa_full else frozenset()
     layer_kv = tuple(

@@ -67,3 +67,6 @@ class ModelInfo:
     fim: tuple[int, int, int] | None = None
     # The repo-level FIM tokens (repo name, file separator) for /infill's extra files; -1: none.
     fim_repo: tuple[int, int] = (-1, -1)
+    # The KV cache's type and flash attention as loaded (ground/kv_cache.py); ONNX: its own.
+    kv_cache_type: str = "f16"
+    flash_attention: str = "auto"

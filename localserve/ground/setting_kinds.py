@@ -142,7 +142,25 @@ def _show_pairs(value: dict[str, str]) -> str:
     return ",".join(f"{name}={model}" for name, model in value.items())
 
 
-def _show_caps(value: dict[str, int]) -> str:
+def per_model_choice(choices: dict[str, str]) -> Callable[[Any], dict[str, str]]:
+    """A parser of "q8_0" (every model's) or "q8_0,gemma3=q4_0" (or a TOML table): one of
+    `choices` per model name, "*" for the rest; `choices` maps what a user may type (Ollama's
+    "1" too) to the value kept."""
+
+    def parse(raw: Any) -> dict[str, str]:
+        raw = str(raw).lower() if isinstance(raw, (bool, int)) else raw
+        chosen: dict[str, str] = {}
+        for name, value in _pairs(raw, "*"):
+            typed = str(value).strip().lower()
+            if not name or name in chosen or typed not in choices:
+                raise ValueError
+            chosen[name] = choices[typed]
+        return chosen
+
+    return parse
+
+
+def _show_caps(value: dict[str, Any]) -> str:
     return ",".join(str(cap) if name == "*" else f"{name}={cap}" for name, cap in value.items())
 
 
@@ -198,6 +216,18 @@ SECONDS = Kind(_seconds, lambda v: f"{v:g}", f"a number of seconds up to {MAX_SE
 NUMBER = Kind(_seconds, lambda v: f"{v:g}", "a number, 0 or more")
 FRACTION = Kind(_fraction, lambda v: f"{v:g}", "a fraction from 0 to 1")
 DURATION = Kind(_duration, _show_duration, 'a duration like "5m", 0 or -1')
+KV_TYPES = Kind(
+    per_model_choice({t: t for t in ("f16", "q8_0", "q4_0")}),
+    _show_caps,
+    "f16, q8_0 or q4_0, or per model as q8_0,gemma3=q4_0",
+)
+FLASH = Kind(
+    per_model_choice(
+        {"auto": "auto", "on": "on", "1": "on", "true": "on", "off": "off", "0": "off"}
+    ),
+    _show_caps,
+    "auto, on or off, or per model as auto,gemma3=on",
+)
 SIZE = Kind(_size, _show_size, "a size like 512MiB or 4GiB")
 BUDGETS = Kind(
     _budgets, _show_budgets, 'a size like 12GiB, or sizes per device like "cpu=12GiB,gpu0=7GiB"'

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,9 @@ from localserve.ground.setting_kinds import (
     CAPS,
     DRAFTS,
     DURATION,
+    FLASH,
     FRACTION,
+    KV_TYPES,
     LAYERS,
     LOG_FORMAT,
     NAMES_LIST,
@@ -64,10 +66,13 @@ class ConfigError(ValueError):
     """A setting with a value that cannot be used; the message names where it came from."""
 
 
-def setting(default: Any, kind: Kind, help: str, *, unset: str = "", env: str = "") -> Any:
-    """A field of Settings: its default, its kind, its help, and what None means when that is
-    its default (`unset`)."""
-    return field(default=default, metadata={"kind": kind, "help": help, "unset": unset, "env": env})
+def setting(
+    default: Any, kind: Kind, help: str, *, unset: str = "", env: str = "", ollama: str = ""
+) -> Any:
+    """A field of Settings: its default, its kind, its help, what None means when that is
+    its default (`unset`), and Ollama's variable for it, read when ours is not set."""
+    meta = {"kind": kind, "help": help, "unset": unset, "env": env, "ollama": ollama}
+    return field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
@@ -150,6 +155,21 @@ class Settings:
         "tokens an answer may have when its request sets no cap: 1024, or per model "
         "as 1024,gemma3=256 (a request's own max_tokens or num_predict wins)",
         unset="none: up to the slot's context",
+    )
+    # Per model, as Ollama's OLLAMA_KV_CACHE_TYPE: q8_0 holds about twice the cells of f16.
+    kv_cache_type: dict[str, str] | None = setting(
+        None,
+        KV_TYPES,
+        "the KV cache's type: f16, q8_0 or q4_0, or per model as q8_0,gemma3=f16",
+        unset="f16",
+        ollama="OLLAMA_KV_CACHE_TYPE",
+    )
+    flash_attention: dict[str, str] | None = setting(
+        None,
+        FLASH,
+        "llama.cpp's flash attention: auto, on or off, or per model as auto,gemma3=off",
+        unset="auto",
+        ollama="OLLAMA_FLASH_ATTENTION",
     )
     alias: dict[str, str] | None = setting(
         None,
@@ -295,8 +315,8 @@ ENV: dict[str, str] = {
     f.name: f.metadata["env"] or f"{APP.upper()}_{f.name.upper()}" for f in fields(Settings)
 }
 _KINDS: dict[str, Kind] = {f.name: f.metadata["kind"] for f in fields(Settings)}
-
-
+# Ollama's names, read where ours is not set: a user's OLLAMA_KV_CACHE_TYPE carries over.
+OLLAMA_ENV = {f.name: f.metadata["ollama"] for f in fields(Settings) if f.metadata["ollama"]}
 SWITCHES: frozenset[str] = frozenset(f.name for f in fields(Settings) if _KINDS[f.name] is SWITCH)
 
 
@@ -326,31 +346,7 @@ def config_path(env: Mapping[str, str] = os.environ) -> Path:
     return Path(platformdirs.user_config_dir(APP, appauthor=False)) / "config.toml"
 
 
-def default_models_dir() -> Path:
-    """The models folder when `models_dir` is unset (the store's, and the tray's to open)."""
-    return Path(platformdirs.user_data_dir(APP)) / "models"
-
-
-def models_dir(settings: Settings) -> Path:
-    return Path(settings.models_dir).expanduser() if settings.models_dir else default_models_dir()
-
-
-def log_dir() -> Path:
-    return Path(platformdirs.user_log_dir(APP, appauthor=False))
-
-
-def saved_conversations_dir() -> Path:
-    """Where conversations wait on disk while their model is not loaded."""
-    return Path(platformdirs.user_state_dir(APP, appauthor=False)) / "conversations"
-
-
 OPERATOR_HEADER = "X-Localserve-Operator"
-
-
-def operator_token_path(port: int) -> Path:
-    """Where the daemon on `port` leaves its operator token: a file only this user can read, so
-    the CLI (this user's) passes every check a web page or a remote client cannot."""
-    return Path(platformdirs.user_state_dir(APP, appauthor=False)) / f"operator-{port}.token"
 
 
 def load(
@@ -360,18 +356,19 @@ def load(
 ) -> Settings:
     """The settings in force: a flag given (not None) wins, then the environment, then the file."""
     path = path if path is not None else config_path(env)
-    levels = [
-        (_read_file(path), str(path)),
-        ({k: env[var] for k, var in ENV.items() if env.get(var)}, "environment"),
-        ({k: v for k, v in (flags or {}).items() if k in ENV and v is not None}, "flags"),
+    ollama = {k: var for k, var in OLLAMA_ENV.items() if env.get(var) and not env.get(ENV[k])}
+    named = {**ENV, **ollama}
+    levels: list[tuple[Mapping[str, Any], Callable[[str], str]]] = [
+        (_read_file(path), lambda key: str(path)),
+        ({k: env[var] for k, var in named.items() if env.get(var)}, lambda key: f"${named[key]}"),
+        ({k: v for k, v in (flags or {}).items() if k in ENV and v is not None}, flag),
     ]
     values: dict[str, Any] = {}
-    for given, source in levels:
+    for given, where in levels:
         raw = dict(given)
         split_host_port(raw)
         for key, value in raw.items():
-            where = {"environment": f"${ENV[key]}", "flags": flag(key)}.get(source, source)
-            values[key] = _convert(key, value, where)
+            values[key] = _convert(key, value, where(key))
     return Settings(**values)
 
 

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from localserve.formats import BadModelFile, format_named
-from localserve.ground.settings import default_models_dir
+from localserve.ground.places import default_models_dir
 from localserve.ground.store_layout import MARKER, MARKER_TEXT
 from localserve.store.manifest import Manifest, ManifestFile
 from localserve.store.names import BadName, ModelName, inside, parse_digest

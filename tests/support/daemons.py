@@ -207,7 +207,8 @@ def operator_headers(url: str) -> dict[str, str]:
     """What this user's CLI sends the daemon at `url`: its operator token, which the daemon left
     where only this user can read it (none, if it left none). A test or a benchmark that loads
     a model by file path acts as the operator: no other caller may."""
-    from localserve.ground.settings import OPERATOR_HEADER, operator_token_path
+    from localserve.ground.places import operator_token_path
+    from localserve.ground.settings import OPERATOR_HEADER
 
     try:
         token = operator_token_path(urlsplit(url).port or 80).read_text().strip()

@@ -24,9 +24,11 @@ from localserve.formats.gguf import check_gguf, layered
 from localserve.formats.gguf_header import GGUFHeader
 from localserve.formats.offload import LayeredEstimate, unsplit
 from localserve.formats.onnx import estimate_onnx, provider_for_estimate, read_folder
+from localserve.ground import kv_cache
 from localserve.ground.errors import LoadFailed
 from localserve.ground.model import ModelRef
 from localserve.ground.settings import Settings
+from localserve.ground.units import F16
 
 if TYPE_CHECKING:
     from localserve.engine.residency.pools import MemoryPool
@@ -112,27 +114,31 @@ def estimate_load(ref: ModelRef, s: Settings) -> MemoryEstimate:
 
 def _estimate_gguf(ref: ModelRef, s: Settings, room: int | None) -> LayeredEstimate:
     header = check_gguf(ref.path)
-    ctx = s.ctx or fitted_ctx(header, s, room)
-    estimate = _layered_gguf(header, s, ctx, s.prompt_cache)
+    kv = kv_cache.element_bytes(s, ref.name)
+    ctx = s.ctx or fitted_ctx(header, s, room, kv)
+    estimate = _layered_gguf(header, s, ctx, s.prompt_cache, kv)
     if ref.draft is None:
         return estimate
-    # The draft has slots like its model's and keeps no prompt cache.
-    return replace(estimate, draft=_layered_gguf(check_gguf(ref.draft.path), s, ctx, 0))
+    # The draft has slots like its model's, its cache of the same type, and no prompt cache.
+    return replace(estimate, draft=_layered_gguf(check_gguf(ref.draft.path), s, ctx, 0, kv))
 
 
-def _layered_gguf(header: GGUFHeader, s: Settings, ctx: int, prompt_cache: int) -> LayeredEstimate:
+def _layered_gguf(
+    header: GGUFHeader, s: Settings, ctx: int, prompt_cache: int, kv: float
+) -> LayeredEstimate:
     return layered(
         header,
         n_slots=s.parallel,
         n_ctx_slot=ctx,
         n_ubatch=s.step_tokens,
         prompt_cache_limit=prompt_cache,
+        kv_element_bytes=kv,
         # The backend leaves llama.cpp's swa_full at its default, on: full-size window caches.
         swa_full=True,
     )
 
 
-def fitted_ctx(header: GGUFHeader, s: Settings, room: int | None) -> int:
+def fitted_ctx(header: GGUFHeader, s: Settings, room: int | None, kv: float = F16) -> int:
     """An automatic context per slot, as llama.cpp's `--fit` and Lemonade's `ctx_size=-1`
     choose one: the model's trained context, or as much of it as `room` bytes hold with every
     slot (multiples of CTX_STEP), and never less than MIN_AUTO_CTX (or the trained context, if
@@ -141,7 +147,7 @@ def fitted_ctx(header: GGUFHeader, s: Settings, room: int | None) -> int:
     least = min(MIN_AUTO_CTX, trained)
 
     def fits(ctx: int) -> bool:
-        return room is None or _layered_gguf(header, s, ctx, s.prompt_cache).whole.total <= room
+        return room is None or _layered_gguf(header, s, ctx, s.prompt_cache, kv).whole.total <= room
 
     if fits(trained):
         return trained

@@ -13,9 +13,11 @@ from localserve.backends.base import Backend
 from localserve.engine.batching.batcher import Batcher
 from localserve.engine.batching.saved_conversations import SavedConversations
 from localserve.formats.errors import refused_as_load_failure
+from localserve.ground import kv_cache
 from localserve.ground import messages as m
 from localserve.ground.errors import LoadFailed
-from localserve.ground.settings import Settings, saved_conversations_dir
+from localserve.ground.places import saved_conversations_dir
+from localserve.ground.settings import Settings
 
 if TYPE_CHECKING:
     from localserve.backends.llama_cpp import LlamaCppOptions
@@ -65,6 +67,8 @@ def _load_gguf(s: Settings, load: m.Load) -> Built:
         gpu_layers=load.gpu_layers,
         device=load.device,
         draft_path=load.model.draft.path if load.model.draft else None,
+        kv_type=kv_cache.cache_type(s, load.model.name),
+        flash_attention=kv_cache.flash_attention(s, load.model.name),
     )
     backend = LlamaCppBackend(load.model.name, load.model.path, backend_opts)
     cache = None
@@ -92,7 +96,11 @@ def _saved_conversations(
         return None
     import llama_cpp
 
-    config = f"{llama_cpp.__version__}:{opts.n_slots}:{opts.n_ctx_slot}:{opts.kv_unified}"
+    config = (
+        f"{llama_cpp.__version__}:{opts.n_slots}:{opts.n_ctx_slot}:{opts.kv_unified}"
+        # A slot's cells in one cache type mean nothing in another.
+        + (f":{opts.kv_type}" if opts.kv_type != "f16" else "")
+    )
     try:
         return SavedConversations(
             saved_conversations_dir(), load.model.path, config, s.saved_conversations

@@ -84,6 +84,8 @@ def describe(model: ResidentModel, loads: int, digest: str = "") -> dict[str, An
             "slots": model.info.n_slots,
             "draft_model": model.draft_model,
             "context_per_slot": model.info.n_ctx_slot,
+            "kv_cache_type": model.info.kv_cache_type,
+            "flash_attention": model.info.flash_attention,
             "prompt_cache": traffic["prompt_cache"],
         },
     }

@@ -32,7 +32,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from localserve.ground.settings import OPERATOR_HEADER, Settings, operator_token_path
+from localserve.ground.places import operator_token_path
+from localserve.ground.settings import OPERATOR_HEADER, Settings
 from localserve.server import ui
 from localserve.server.http.errors import Refused
 from localserve.server.http.hosts import (

@@ -106,6 +106,8 @@ def test_every_setting_is_read_from_flags_environment_and_file_in_that_order(tmp
         "background_share": (0.1, 0.2, 0.3),
         "draft_model": ("a=b", "a=c", "a=d"),
         "alias": ("a=b", "a=c", "a=d"),
+        "kv_cache_type": ("f16", "q8_0", "q4_0"),
+        "flash_attention": ("auto", "on", "off"),
     }
     two_valued = {"log_format": ("json", "text")}
     for name in NAMES:
@@ -180,6 +182,16 @@ def test_gpu_layers_is_auto_unless_a_count_is_given():
     assert load({}, env={}, path=NO_FILE).gpu_layers is None
     assert load({"gpu_layers": "auto"}, env={}, path=NO_FILE).gpu_layers is None
     assert load({"gpu_layers": "12"}, env={}, path=NO_FILE).gpu_layers == 12
+
+
+def test_ollamas_kv_cache_and_flash_attention_variables_are_read_where_ours_are_not_set():
+    env = {"OLLAMA_KV_CACHE_TYPE": "q8_0", "OLLAMA_FLASH_ATTENTION": "1"}
+    settings = load({}, env=env, path=NO_FILE)
+    assert (settings.kv_cache_type, settings.flash_attention) == ({"*": "q8_0"}, {"*": "on"})
+    ours = {**env, "LOCALSERVE_KV_CACHE_TYPE": "q4_0,gemma3=f16"}
+    assert load({}, env=ours, path=NO_FILE).kv_cache_type == {"*": "q4_0", "gemma3": "f16"}
+    with pytest.raises(ConfigError, match=r"\$OLLAMA_KV_CACHE_TYPE"):
+        load({}, env={"OLLAMA_KV_CACHE_TYPE": "q5_1"}, path=NO_FILE)
 
 
 @pytest.mark.parametrize(
