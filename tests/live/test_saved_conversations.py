@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import openai
@@ -81,32 +82,33 @@ def test_a_conversation_resumes_from_disk_after_its_model_was_unloaded(
     assert body["models"][0]["localserve"]["prompt_cache"]["disk_hits"] == 1
 
 
-def test_a_changed_model_file_drops_its_saved_conversations(
-    daemon_factory, state_home, tmp_path: Path
+def saved_then_changed(
+    daemon_factory, state_home, tmp_path: Path, change: Callable[[Path], object]
 ) -> None:
-    copy = shutil.copy(model_file(), tmp_path / "danube.gguf")
+    """A copy of the model served, its conversation saved as it unloads, the copy changed by
+    `change`; then the same conversation must start from nothing, its saved cells dropped."""
+    copy = Path(shutil.copy(model_file(), tmp_path / "danube.gguf"))
     _, url = daemon_factory(("--model", str(copy), *ONE_SLOT), env=state_home)
     ask(url, "danube", keep_alive=0)
     unloaded(url, "danube")
     saved(state_home)
-    os.utime(copy)  # the file changed: what its old cells hold can no longer be trusted
+    change(copy)
     again = ask(url, "danube")
     assert again.usage.prompt_tokens_details.cached_tokens == 0
     assert not saved_files(state_home)
+
+
+def test_a_changed_model_file_drops_its_saved_conversations(
+    daemon_factory, state_home, tmp_path: Path
+) -> None:
+    # The file changed: what its old cells hold can no longer be trusted.
+    saved_then_changed(daemon_factory, state_home, tmp_path, os.utime)
 
 
 def test_a_model_file_edited_at_the_same_size_and_time_drops_its_saved_conversations(
     daemon_factory, state_home, tmp_path: Path
 ) -> None:
-    copy = shutil.copy(model_file(), tmp_path / "danube.gguf")
-    _, url = daemon_factory(("--model", str(copy), *ONE_SLOT), env=state_home)
-    ask(url, "danube", keep_alive=0)
-    unloaded(url, "danube")
-    saved(state_home)
-    flip_a_bit_in_the_middle(copy)
-    again = ask(url, "danube")
-    assert again.usage.prompt_tokens_details.cached_tokens == 0
-    assert not saved_files(state_home)
+    saved_then_changed(daemon_factory, state_home, tmp_path, flip_a_bit_in_the_middle)
 
 
 def flip_a_bit_in_the_middle(path: Path) -> None:
