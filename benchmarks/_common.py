@@ -13,7 +13,6 @@ import contextlib
 import datetime as dt
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import aiohttp
+
+from benchmarks._machine import machine
 
 # free_port and serve_command are the scripts' too: their servers' ports and localserve's argv.
 from tests.support.daemons import (  # noqa: F401
@@ -289,24 +290,6 @@ def command(script: str, argv: list[str]) -> list[str]:
 
 def div(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b and b == b and a == a else "n/a"
-
-
-def machine() -> str:
-    """The cores, the CPU's model and the vector units llama.cpp's kernels pick from: the
-    machine kinds this project runs on differ in exactly these (AVX2 EPYC, AMX Xeon)."""
-    cpu, flags = platform.processor() or "unknown CPU", set()
-    with contextlib.suppress(OSError):
-        info = Path("/proc/cpuinfo").read_text()
-        m = re.search(r"^model name\s*:\s*(.+)$", info, re.M)
-        if m:
-            cpu = m.group(1).strip()
-        f = re.search(r"^flags\s*:\s*(.+)$", info, re.M)
-        flags = set(f.group(1).split()) if f else set()
-    units = ", ".join(
-        f"{name} {'yes' if flag in flags else 'no'}"
-        for name, flag in (("AVX2", "avx2"), ("AVX-512", "avx512f"), ("AMX", "amx_tile"))
-    )
-    return f"{len(os.sched_getaffinity(0))} CPUs (nproc), {cpu} ({units})"
 
 
 def versions() -> str:
