@@ -63,13 +63,15 @@ def test_status_shows_version_address_and_memory_pools(env, daemon_url):
     assert "BUDGET" in done.stdout and "cpu" in done.stdout
 
 
-def test_ps_shows_the_loaded_model_with_size_processor_device_and_in_flight(env):
+def test_ps_shows_the_loaded_model_with_size_processor_device_kv_cache_and_in_flight(env):
     done = localserve("ps", env=env)
     assert done.returncode == 0, done.stderr
     header, *rows = done.stdout.splitlines()
-    assert header.split() == ["NAME", "SIZE", "PROCESSOR", "DEVICE", "IN", "FLIGHT", "UNTIL"]
+    assert header.split() == [
+        *("NAME", "SIZE", "PROCESSOR", "DEVICE", "KV", "CACHE", "IN", "FLIGHT", "UNTIL")
+    ]
     row = next(r for r in rows if r.startswith("smollm2 "))
-    assert "MiB" in row and " 100% CPU " in row and " cpu " in row
+    assert "MiB" in row and " 100% CPU " in row and " cpu " in row and " f16 " in row
 
 
 def test_stop_unloads_the_model(tmp_path, daemon_factory):
