@@ -23,6 +23,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -96,7 +97,7 @@ async def answers(base: str, model: str) -> list[str]:
         ]
 
 
-def first_difference(tokenize, ours: str, theirs: str) -> int:  # type: ignore[no-untyped-def]
+def first_difference(tokenize: Callable[[str], list[int]], ours: str, theirs: str) -> int:
     a, b = tokenize(ours), tokenize(theirs)
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 

@@ -6,6 +6,7 @@ the same choice, so that the pool reserves what the worker allocates.
 from __future__ import annotations
 
 from localserve.ground.errors import LoadFailed
+from localserve.ground.setting_kinds import for_model
 from localserve.ground.settings import Settings
 
 # ggml_type of each cache type, as llama_context_params.type_k / type_v take it.
@@ -16,18 +17,13 @@ ELEMENT_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
 FLASH_TYPES = {"auto": -1, "off": 0, "on": 1}
 
 
-def _chosen(per_model: dict[str, str] | None, model: str, default: str) -> str:
-    chosen = per_model or {}
-    return chosen.get(model.lower(), chosen.get("*", default))
-
-
 def cache_type(settings: Settings, model: str) -> str:
     """The type of `model`'s KV cache (by its name)."""
-    return _chosen(settings.kv_cache_type, model, "f16")
+    return for_model(settings.kv_cache_type, model) or "f16"
 
 
 def flash_attention(settings: Settings, model: str) -> str:
-    return _chosen(settings.flash_attention, model, "auto")
+    return for_model(settings.flash_attention, model) or "auto"
 
 
 def element_bytes(settings: Settings, model: str) -> float:

@@ -7,10 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from localserve.ground.errors import BadRequest
 from localserve.ground.units import format_size, parse_keep_alive, parse_size
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,12 @@ def per_model_choice(choices: dict[str, str]) -> Callable[[Any], dict[str, str]]
         return chosen
 
     return parse
+
+
+def for_model(per_model: dict[str, T] | None, model: str) -> T | None:
+    """A per-model setting's value for `model` (by its name): its own, else "*"'s, else None."""
+    chosen = per_model or {}
+    return chosen.get(model.lower(), chosen.get("*"))
 
 
 def _show_caps(value: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from localserve.ground.errors import EngineError, LoadFailed
 from localserve.ground.model import ModelRef
+from localserve.ground.setting_kinds import for_model
 from localserve.ground.settings import Settings
 from localserve.store.resolve import canonical_name
 
@@ -19,8 +20,7 @@ def aliased(settings: Settings, name: str) -> str:
 
 def output_cap(settings: Settings, model: str) -> int | None:
     """The cap `max_tokens` gives the answers of `model` (by its name), or None."""
-    caps = settings.max_tokens or {}
-    return caps.get(model.lower(), caps.get("*"))
+    return for_model(settings.max_tokens, model)
 
 
 def with_draft(

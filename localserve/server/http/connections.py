@@ -30,9 +30,8 @@ and HTTP lets a server close it at any time (clients open another).
   down it as it closes, which the client sees as a reset; bench_abuse lost a third of its
   requests so while stalled bodies outlasted them). So idle and trickling sockets, however
   many and from however many addresses, never keep a client out: only requests really in
-  flight fill the slots. Loopback has no per-address cap: every
-  local client, the editor and an attacker alike, is 127.0.0.1, so a cap there could only
-  refuse the editor.
+  flight fill the slots. Loopback has no per-address cap: every local client, the editor and
+  an attacker alike, is 127.0.0.1, so a cap there could only refuse the editor.
 - **Never one whose head is on its way.** An attacker who reopens its sockets brings a burst
   of new ones each time the loop wakes, and those connections' `connection_made` run before
   the loop reads what arrived in the same turn: a client's connection, its head already in
