@@ -29,8 +29,10 @@ from localserve.server.http.priority import is_background
 from localserve.server.http.readers import keep_alive, model_name, read_json
 from localserve.server.http.state import MANAGER, context_pin
 from localserve.server.ollama.options import CONTEXT_HEADER, window
+from localserve.server.turn.run import on_model
 from localserve.server.upstream import forward as upstream
 from localserve.server.upstream import ollama as upstream_ollama
+from localserve.server.upstream.registry import Route
 
 
 # Normalization is the face's business: the engine returns raw pooled vectors.
@@ -71,10 +73,9 @@ def _dimensions(body: v.JSON) -> int | None:
 # -- Ollama ----------------------------------------------------------------------------------
 
 
-async def ollama_embed(request: web.Request) -> web.StreamResponse:
+async def ollama_embed(request: web.Request, target: Route | None) -> web.StreamResponse:
     started = time.monotonic()
     body = await read_json(request)
-    target = upstream.route(request, body)
     if target is not None:
         return await upstream_ollama.embed(request, target, body)
     name = model_name(body, accept_name=False)
@@ -146,9 +147,8 @@ def _encode(vec: np.ndarray, encoding: str) -> list[float] | str:
     return floats
 
 
-async def openai_embeddings(request: web.Request) -> web.StreamResponse:
+async def openai_embeddings(request: web.Request, target: Route | None) -> web.StreamResponse:
     body = await read_json(request)
-    target = upstream.route(request, body)
     if target is not None:
         return await upstream.openai(request, target, "embeddings", body)
     name = model_name(body, accept_name=False)
@@ -179,6 +179,6 @@ async def openai_embeddings(request: web.Request) -> web.StreamResponse:
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_post("/api/embed", ollama_embed)
+    app.router.add_post("/api/embed", on_model(ollama_embed))
     app.router.add_post("/api/embeddings", ollama_embeddings)
-    app.router.add_post("/v1/embeddings", openai_embeddings)
+    app.router.add_post("/v1/embeddings", on_model(openai_embeddings))

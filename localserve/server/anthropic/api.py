@@ -25,11 +25,12 @@ from localserve.ground.errors import EngineError
 from localserve.server.anthropic.request import MessagesRequest, read_request
 from localserve.server.chat.answer_blocks import CALL, TEXT, THINKING, AnswerBlocks, Block
 from localserve.server.chat.answer_parser import Call
-from localserve.server.chat_turn import Answering, prompt_tokens
 from localserve.server.http.readers import read_json
 from localserve.server.http.streaming import KEEPALIVE_S, open_sse, send_keepalive, send_named
+from localserve.server.turn.ask import Answering
+from localserve.server.turn.local import prompt_tokens
+from localserve.server.turn.run import on_model, run_turn
 from localserve.server.upstream import agent_translate, agents
-from localserve.server.upstream import forward as upstream
 from localserve.server.upstream.registry import Route
 
 
@@ -160,7 +161,7 @@ class Answer:
             await send_named(response, "content_block_delta", {"index": index, "delta": delta})
 
 
-async def messages(request: web.Request) -> web.StreamResponse:
+async def messages(request: web.Request, target: Route | None) -> web.StreamResponse:
     body = await read_json(request)
     req = read_request(body)
     answer = Answer(request, req)
@@ -169,14 +170,13 @@ async def messages(request: web.Request) -> web.StreamResponse:
         model, name = target.model.id, target.upstream.name
         return agent_translate.anthropic_request(body, req.ask, model, name, req.stream)
 
-    async with agents.answering(request, body, req.ask, upstream_request) as turn:
+    async with run_turn(request, req.ask, target, upstream_request) as turn:
         return await (answer.stream(turn) if req.stream else answer.whole(turn))
 
 
-async def count_tokens(request: web.Request) -> web.Response:
+async def count_tokens(request: web.Request, target: Route | None) -> web.StreamResponse:
     body = await read_json(request)
     req = read_request(body, counting=True)
-    target = upstream.route(request, body)
     if target is None:
         return web.json_response({"input_tokens": await prompt_tokens(request, req.ask)})
     asked = agent_translate.counting_request(body, req.ask, target.model.id, target.upstream.name)
@@ -184,5 +184,5 @@ async def count_tokens(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_post("/v1/messages", messages)
-    app.router.add_post("/v1/messages/count_tokens", count_tokens)
+    app.router.add_post("/v1/messages", on_model(messages))
+    app.router.add_post("/v1/messages/count_tokens", on_model(count_tokens))

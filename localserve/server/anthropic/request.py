@@ -1,4 +1,4 @@
-"""Anthropic's Messages API requests (Claude Code's), read into a `ChatAsk`.
+"""Anthropic's Messages API requests (Claude Code's), read into a `Ask`.
 
 - `system`, a string or text blocks, becomes the first system message. A block that is Claude
   Code's per-request `x-anthropic-billing-header: ...` line is left out of the prompt: it
@@ -11,7 +11,7 @@
   later request lists it without) and `tool_choice` (`auto`, `any`, `tool`, `none`,
   `disable_parallel_tool_use`) become the tool request the grammar enforces.
 - `thinking`: `enabled` thinks within `budget_tokens` where the template opens the thinking
-  block (server/chat_turn.py ends it there; a model that cannot think is a 400), `adaptive`
+  block (server/turn/local.py ends it there; a model that cannot think is a 400), `adaptive`
   thinks where the model can, `disabled` does not; `display: "omitted"` sends thinking blocks
   without their text, and any other display (`summarized`, Claude Code's `updates`) the whole
   thinking.
@@ -34,9 +34,9 @@ from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import SamplingParams
 from localserve.server.chat import structured
 from localserve.server.chat.tool_calls import read_tools
-from localserve.server.chat_turn import ChatAsk
 from localserve.server.http import validation as v
 from localserve.server.http.readers import model_name
+from localserve.server.turn.ask import Ask
 
 BILLING_HEADER = "x-anthropic-billing-header:"
 NO_EFFECT = {
@@ -85,7 +85,7 @@ COUNTED = frozenset(
 
 @dataclass
 class MessagesRequest:
-    ask: ChatAsk
+    ask: Ask
     stream: bool = False
     show_thinking: bool = True
 
@@ -111,13 +111,13 @@ def read_request(body: v.JSON, counting: bool = False) -> MessagesRequest:
         grammar=_format(v.obj(body, "output_config")),
         draft_tokens=v.draft_tokens(body),
     )
-    ask = ChatAsk(
+    ask = Ask(
         model_name(body, accept_name=False),
         messages,
         params,
         _tools(body),
         think,
-        think_if_able,
+        think_if_able=think_if_able,
         thinking_budget=budget,
     )
     return MessagesRequest(ask, v.boolean(body, "stream", False), show)

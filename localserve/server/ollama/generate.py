@@ -18,13 +18,12 @@ from aiohttp import web
 from localserve import __version__
 from localserve.engine.residency.placement import Pin
 from localserve.engine.workers.resident import ResidentModel
-from localserve.engine.workers.stream import RequestStream
 from localserve.ground.errors import BadRequest, EngineError
+from localserve.ground.sampling import SamplingParams
 from localserve.ground.units import KeepAlive
 from localserve.server.chat import fim
-from localserve.server.chat.answer_parser import AnswerParser, Parsed
-from localserve.server.chat.pieces import parsed, whole
-from localserve.server.chat.plan import ChatPlan, plan_chat
+from localserve.server.chat.answer_parser import Parsed
+from localserve.server.chat.plan import ChatPlan
 from localserve.server.chat.tool_calls import read_tools
 from localserve.server.http import request_log
 from localserve.server.http import validation as v
@@ -45,8 +44,11 @@ from localserve.server.ollama.options import (
     options_from,
     window,
 )
-from localserve.server.upstream import forward as upstream
+from localserve.server.turn.ask import Ask, whole
+from localserve.server.turn.local import Turn, local_turn
+from localserve.server.turn.run import on_model
 from localserve.server.upstream import ollama as upstream_ollama
+from localserve.server.upstream.registry import Route
 
 # What /api/version reports: the Ollama API level this face speaks (tools check it to enable
 # /api/embed and load/unload by keep_alive; Codex wants 0.13.4 or later for /v1/responses), not
@@ -96,26 +98,35 @@ class OllamaGeneration:
         pin = await context_pin(self.request, self.name, opts.pin, opts.num_ctx)
         if self._is_empty(body):
             return await self._load_or_unload(stay, pin)
-        tools = read_tools(body) if self.chat else None
-        think = _think(body)
-        manager = self.request.app[MANAGER]
-        async with manager.acquire(self.name, stay, pin) as model:
-            self.load_s = time.monotonic() - self.started
-            ctx, cut = window(opts.num_ctx, model.info.n_ctx_slot)
-            if cut is not None:
-                request_log.notice(self.request, CONTEXT_HEADER, cut)
-            plan = plan_chat(model, tools, think)
-            tokens = await self._encode(model, plan, body, opts, ctx)
-            room = answer_room(opts.params, len(tokens), ctx, model.default_max_tokens)
-            params = plan.constrain(room)
+        ask = Ask(
+            self.name,
+            [],
+            opts.params,
+            tools=read_tools(body) if self.chat else None,
+            think=_think(body),
+            keep_alive=stay,
+            pin=pin,
+            prompt=lambda model, plan, params: self._prompt(model, plan, body, opts),
+            prompt_field="messages" if self.chat else "prompt",
             # A raw prompt or a template of the request's own is not the model's: no thinking.
-            parser = AnswerParser() if self._untemplated(body) else plan.parser()
-            field = "messages" if self.chat else "prompt"
-            async with request_log.generation(self.request, model, tokens, params, field) as seq:
-                self.context = None if self.chat or body.get("raw") else tokens
-                if stream:
-                    return await self._stream(seq, parser)
-                return await self._collect(seq, parser)
+            templated=not self._untemplated(body),
+        )
+        async with local_turn(self.request, ask) as turn:
+            if stream:
+                return await self._stream(turn)
+            return await self._collect(turn)
+
+    async def _prompt(
+        self, model: ResidentModel, plan: ChatPlan, body: v.JSON, opts: OllamaOptions
+    ) -> tuple[list[int] | str, SamplingParams]:
+        """The prompt's tokens, fitted to the request's window, and the answer's room in it."""
+        self.load_s = time.monotonic() - self.started
+        ctx, cut = window(opts.num_ctx, model.info.n_ctx_slot)
+        if cut is not None:
+            request_log.notice(self.request, CONTEXT_HEADER, cut)
+        tokens = await self._encode(model, plan, body, opts, ctx)
+        self.context = None if self.chat or body.get("raw") else tokens
+        return tokens, answer_room(opts.params, len(tokens), ctx, model.default_max_tokens)
 
     def _untemplated(self, body: v.JSON) -> bool:
         return not self.chat and bool(
@@ -210,7 +221,8 @@ class OllamaGeneration:
             return {"message": message}
         return {"response": text, **extra}
 
-    def _final(self, seq: RequestStream, answer: Parsed) -> dict[str, Any]:
+    def _final(self, turn: Turn, answer: Parsed) -> dict[str, Any]:
+        seq = turn.seq
         timings = seq.timings()
         body: dict[str, Any] = {
             **self._head(),
@@ -232,14 +244,14 @@ class OllamaGeneration:
         )
         return body
 
-    async def _collect(self, seq: RequestStream, parser: AnswerParser) -> web.Response:
-        return web.json_response(self._final(seq, await whole(seq, parser)))
+    async def _collect(self, turn: Turn) -> web.Response:
+        return web.json_response(self._final(turn, await whole(turn)))
 
-    async def _stream(self, seq: RequestStream, parser: AnswerParser) -> web.StreamResponse:
+    async def _stream(self, turn: Turn) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         await response.prepare(self.request)
         try:
-            async for piece in parsed(seq, parser):
+            async for piece in turn.pieces():
                 if piece:
                     await _send(
                         response,
@@ -249,7 +261,7 @@ class OllamaGeneration:
             # Ollama's clients raise ResponseError on an object with an "error" key.
             await _send(response, {"error": str(exc)})
         else:
-            await _send(response, self._final(seq, Parsed()))
+            await _send(response, self._final(turn, Parsed()))
         await response.write_eof()
         return response
 
@@ -268,15 +280,13 @@ async def _send(response: web.StreamResponse, obj: dict[str, Any]) -> None:
     await response.write(json.dumps(obj).encode() + b"\n")
 
 
-async def generate(request: web.Request) -> web.StreamResponse:
-    target = upstream.route(request, await read_json(request))
+async def generate(request: web.Request, target: Route | None) -> web.StreamResponse:
     if target is not None:
         return await upstream_ollama.forward(request, target, request[BODY], chat=False)
     return await OllamaGeneration(request, chat=False).run()
 
 
-async def chat(request: web.Request) -> web.StreamResponse:
-    target = upstream.route(request, await read_json(request))
+async def chat(request: web.Request, target: Route | None) -> web.StreamResponse:
     if target is not None:
         return await upstream_ollama.forward(request, target, request[BODY], chat=True)
     return await OllamaGeneration(request, chat=True).run()
@@ -292,7 +302,7 @@ async def root(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_post("/api/generate", generate)
-    app.router.add_post("/api/chat", chat)
+    app.router.add_post("/api/generate", on_model(generate))
+    app.router.add_post("/api/chat", on_model(chat))
     app.router.add_get("/api/version", version)
     app.router.add_get("/", root)  # aiohttp answers HEAD on every GET route

@@ -32,8 +32,9 @@ from localserve.server.http.state import (
     model_library,
     model_named,
 )
-from localserve.server.upstream import forward as upstream
+from localserve.server.turn.run import on_model
 from localserve.server.upstream import listing
+from localserve.server.upstream.registry import Route
 from localserve.store.hub import looks_like_ref, parse_ref
 from localserve.store.importer import Roots, import_model, scan
 from localserve.store.library import Library
@@ -138,10 +139,9 @@ def _where(request: web.Request, name: str) -> dict[str, Any] | None:
     }
 
 
-async def show(request: web.Request) -> web.Response:
+async def show(request: web.Request, target: Route | None) -> web.Response:
     body = await read_json(request)
     name = model_name(body)
-    target = upstream.route(request, {"model": name})
     if target is not None:
         return web.json_response(listing.ollama_show(target))
     name = model_named(request, name)
@@ -304,7 +304,7 @@ async def scan_(request: web.Request) -> web.Response:
 def add_routes(app: web.Application) -> None:
     app[PULLS] = {}
     app.router.add_get("/api/tags", tags)
-    app.router.add_post("/api/show", show)
+    app.router.add_post("/api/show", on_model(show, model_name))
     app.router.add_post("/api/pull", pull)
     app.router.add_delete("/api/delete", delete)
     app.router.add_post("/api/admin/import", import_)

@@ -12,16 +12,12 @@ from typing import Any
 from aiohttp import web
 
 from localserve.engine.workers.resident import ResidentModel
-from localserve.engine.workers.stream import RequestStream
 from localserve.ground.errors import BadRequest, EngineError, ModelNotFound
 from localserve.ground.sampling import SamplingParams
 from localserve.server.chat import fim, structured
-from localserve.server.chat.answer_parser import AnswerParser, Call, Parsed
-from localserve.server.chat.pieces import parsed, whole
-from localserve.server.chat.plan import plan_chat, read_effort, template_kwargs
+from localserve.server.chat.answer_parser import Call, Parsed
+from localserve.server.chat.plan import ChatPlan, read_effort, template_kwargs
 from localserve.server.chat.tool_calls import read_tools
-from localserve.server.chat_turn import check_room
-from localserve.server.http import request_log
 from localserve.server.http import validation as v
 from localserve.server.http.readers import (
     BODY,
@@ -38,8 +34,12 @@ from localserve.server.http.streaming import (
     send_event,
     send_keepalive,
 )
+from localserve.server.turn.ask import Answering, Ask, whole
+from localserve.server.turn.local import local_turn
+from localserve.server.turn.run import on_model
 from localserve.server.upstream import forward as upstream
 from localserve.server.upstream import listing
+from localserve.server.upstream.registry import Route
 
 EFFORT = "reasoning_effort"
 
@@ -115,17 +115,17 @@ def _logit_bias(body: v.JSON) -> tuple[tuple[int, float], ...]:
     return tuple(out)
 
 
-def usage(seq: RequestStream) -> dict[str, Any]:
+def usage(turn: Answering) -> dict[str, Any]:
     return {
-        "prompt_tokens": seq.prompt_tokens,
-        "completion_tokens": seq.completion_tokens,
-        "total_tokens": seq.prompt_tokens + seq.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": seq.cached_tokens},
+        "prompt_tokens": turn.prompt_tokens,
+        "completion_tokens": turn.completion_tokens,
+        "total_tokens": turn.prompt_tokens + turn.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": turn.cached_tokens},
     }
 
 
-def finish_reason(seq: RequestStream, calls: list[Call]) -> str:
-    if seq.finish_reason == "length":
+def finish_reason(turn: Answering, calls: list[Call]) -> str:
+    if turn.finish_reason == "length":
         return "length"
     return "tool_calls" if calls else "stop"
 
@@ -141,7 +141,8 @@ def tool_call(call: Call, streamed: bool) -> dict[str, Any]:
 
 
 class Generation:
-    """One request's life: prompt in, sequence queued, deltas out, slot freed on every exit."""
+    """One request's answer: its body read into an `Ask`, the turn run, deltas (or one whole
+    answer) written in OpenAI's shape."""
 
     def __init__(self, request: web.Request, chat: bool) -> None:
         self.request = request
@@ -151,58 +152,49 @@ class Generation:
         self.echo = ""  # completions' `echo`: the prompt, put before the answer's text
 
     async def run(self) -> web.StreamResponse:
-        body = await read_json(self.request)
+        ask = self.ask(await read_json(self.request))
+        async with local_turn(self.request, ask) as turn:
+            if self.stream:
+                return await self._stream(turn)
+            return await self._collect(turn)
+
+    def ask(self, body: v.JSON) -> Ask:
         name = model_name(body, accept_name=False)
-        stream = v.boolean(body, "stream", False)
-        include_usage = v.boolean(v.obj(body, "stream_options"), "include_usage", False)
+        self.stream = v.boolean(body, "stream", False)
+        self.include_usage = v.boolean(v.obj(body, "stream_options"), "include_usage", False)
         params = sampling_from(body)
         suffix = fim.suffix_of(body, allowed=not self.chat)
-        if self.chat:
-            messages = chat_messages(body)
-            tools = read_tools(body)
-            variables = template_kwargs(body)
-            effort = read_effort(body.get("reasoning_effort"), "reasoning_effort", EFFORT)
-            think = None if effort is None else effort != "none"
-            think_field = "chat_template_kwargs" if effort is None else EFFORT
-        else:
+        if not self.chat:
             prompt = body.get("prompt")
             self.echo = _echoed(prompt) if v.boolean(body, "echo", False) else ""
-        manager = self.request.app[MANAGER]
-        async with manager.acquire(name, keep_alive(body)) as model:
-            check_room(model, params)
-            tokens: list[int] | str
-            if self.chat:  # the rendered text: the worker tokenizes it as it queues it
-                plan = plan_chat(model, tools, think, variables, think_field)
-                tokens = plan.render(messages)
-                params = plan.constrain(params)
-                parser = plan.parser()
-            else:
-                tokens = await self._encode_prompt(model, prompt, suffix)
-                parser = AnswerParser()
-            field = "messages" if self.chat else "prompt"
-            async with request_log.generation(self.request, model, tokens, params, field) as seq:
-                if stream:
-                    return await self._stream(model, seq, parser, include_usage)
-                return await self._collect(model, seq, parser)
 
-    async def _encode_prompt(
-        self, model: ResidentModel, prompt: Any, suffix: str | None
-    ) -> list[int]:
-        if suffix is not None:  # fill-in-the-middle: the model's FIM tokens, no template
-            return (await fim.encode(model, fim.openai_fill(prompt, suffix))).tokens
-        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-            prompt = prompt[0]
-        if isinstance(prompt, str):
-            return await model.encode_text(prompt)
-        if (
-            isinstance(prompt, list)
-            and prompt
-            and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt)
-        ):
-            return model.check_token_ids(list(prompt))
-        raise BadRequest("'prompt' must be a string or a list of token ids", "prompt")
+            async def tokens(
+                model: ResidentModel, _: ChatPlan, params: SamplingParams
+            ) -> tuple[list[int] | str, SamplingParams]:
+                return await _encode_prompt(model, prompt, suffix), params
 
-    def _envelope(self, model: ResidentModel, choice: dict[str, Any], chunk: bool) -> v.JSON:
+            return Ask(
+                name,
+                [],
+                params,
+                keep_alive=keep_alive(body),
+                prompt=tokens,
+                prompt_field="prompt",
+                templated=False,
+            )
+        effort = read_effort(body.get("reasoning_effort"), "reasoning_effort", EFFORT)
+        return Ask(
+            name,
+            chat_messages(body),
+            params,
+            tools=read_tools(body),
+            think=None if effort is None else effort != "none",
+            think_field="chat_template_kwargs" if effort is None else EFFORT,
+            keep_alive=keep_alive(body),
+            variables=template_kwargs(body),
+        )
+
+    def _envelope(self, turn: Answering, choice: dict[str, Any], chunk: bool) -> v.JSON:
         if self.chat:
             kind = "chat.completion.chunk" if chunk else "chat.completion"
         else:
@@ -211,7 +203,7 @@ class Generation:
             "id": self.id,
             "object": kind,
             "created": self.created,
-            "model": model.name,
+            "model": turn.model_name,
             "system_fingerprint": "localserve",
             "choices": [choice],
         }
@@ -251,59 +243,69 @@ class Generation:
             deltas.append({"tool_calls": [{"index": call.index, "function": arguments}]})
         return [{"index": 0, "delta": d, "logprobs": None, "finish_reason": None} for d in deltas]
 
-    async def _collect(
-        self, model: ResidentModel, seq: RequestStream, parser: AnswerParser
-    ) -> web.Response:
-        answer = await whole(seq, parser)
+    async def _collect(self, turn: Answering) -> web.Response:
+        answer = await whole(turn)
         if self.echo:
             answer = replace(answer, content=self.echo + answer.content)
-        choice = self._message(answer, finish_reason(seq, answer.calls))
-        body = self._envelope(model, choice, False)
-        body["usage"] = usage(seq)
+        choice = self._message(answer, finish_reason(turn, answer.calls))
+        body = self._envelope(turn, choice, False)
+        body["usage"] = usage(turn)
         return web.json_response(body)
 
-    async def _stream(
-        self, model: ResidentModel, seq: RequestStream, parser: AnswerParser, include_usage: bool
-    ) -> web.StreamResponse:
+    async def _stream(self, turn: Answering) -> web.StreamResponse:
         response = await open_sse(self.request)
-        extra = {"usage": None} if include_usage else {}
+        extra = {"usage": None} if self.include_usage else {}
         if self.chat:
             first = self._choice(None, None, True)
             first["delta"] = {"role": "assistant", "content": ""}
-            await send_event(response, {**self._envelope(model, first, True), **extra})
+            await send_event(response, {**self._envelope(turn, first, True), **extra})
         elif self.echo:
             first = self._choice(self.echo, None, True)
-            await send_event(response, {**self._envelope(model, first, True), **extra})
+            await send_event(response, {**self._envelope(turn, first, True), **extra})
         try:
-            async for piece in parsed(seq, parser, KEEPALIVE_S):
+            async for piece in turn.pieces(KEEPALIVE_S):
                 if piece is None:
                     await send_keepalive(response)
                     continue
                 for choice in self._deltas(piece):
-                    await send_event(response, {**self._envelope(model, choice, True), **extra})
+                    await send_event(response, {**self._envelope(turn, choice, True), **extra})
         except EngineError as exc:
             await send_event(response, {"error": {"message": str(exc), "type": "server_error"}})
         else:
-            choice = self._choice(None, finish_reason(seq, parser.calls), True)
-            await send_event(response, {**self._envelope(model, choice, True), **extra})
-        if include_usage:
-            tail = self._envelope(model, self._choice(None, None, True), True)
+            choice = self._choice(None, finish_reason(turn, turn.calls), True)
+            await send_event(response, {**self._envelope(turn, choice, True), **extra})
+        if self.include_usage:
+            tail = self._envelope(turn, self._choice(None, None, True), True)
             tail["choices"] = []
-            tail["usage"] = usage(seq)
+            tail["usage"] = usage(turn)
             await send_event(response, tail)
         await send_done(response)
         return response
 
 
-async def chat_completions(request: web.Request) -> web.StreamResponse:
-    target = upstream.route(request, await read_json(request))
-    if target is not None:
+async def _encode_prompt(model: ResidentModel, prompt: Any, suffix: str | None) -> list[int]:
+    if suffix is not None:  # fill-in-the-middle: the model's FIM tokens, no template
+        return (await fim.encode(model, fim.openai_fill(prompt, suffix))).tokens
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        return await model.encode_text(prompt)
+    if (
+        isinstance(prompt, list)
+        and prompt
+        and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt)
+    ):
+        return model.check_token_ids(list(prompt))
+    raise BadRequest("'prompt' must be a string or a list of token ids", "prompt")
+
+
+async def chat_completions(request: web.Request, target: Route | None) -> web.StreamResponse:
+    if target is not None:  # the one answer not run as a turn: forwarded byte for byte
         return await upstream.openai(request, target, "chat/completions", request[BODY])
     return await Generation(request, chat=True).run()
 
 
-async def completions(request: web.Request) -> web.StreamResponse:
-    target = upstream.route(request, await read_json(request))
+async def completions(request: web.Request, target: Route | None) -> web.StreamResponse:
     if target is not None:
         return await upstream.openai(request, target, "completions", request[BODY])
     return await Generation(request, chat=False).run()
@@ -367,8 +369,8 @@ async def get_model(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_post("/v1/chat/completions", chat_completions)
-    app.router.add_post("/v1/completions", completions)
+    app.router.add_post("/v1/chat/completions", on_model(chat_completions))
+    app.router.add_post("/v1/completions", on_model(completions))
     app.router.add_get("/v1/models", list_models)
     app.router.add_get("/v1/models/{model}", get_model)
 

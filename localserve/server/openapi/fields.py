@@ -148,7 +148,7 @@ PRIORITY = {
 }
 
 # OpenAI's sampling fields, with llama.cpp's top_k, min_p and repeat_penalty.
-# Output caps are upper bounds (server/chat_turn.py check_room), never refusals.
+# Output caps are upper bounds (server/turn/local.py check_room), never refusals.
 OUTPUT_CAP = 'at most; one above the room the prompt leaves is clamped to it, ending "length"'
 
 # onnxruntime-genai's Engine samples without these (backends/onnx_genai.py engine_lacks).

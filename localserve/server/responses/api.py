@@ -26,13 +26,14 @@ from aiohttp import web
 
 from localserve.ground.errors import EngineError
 from localserve.server.chat.answer_blocks import CALL, THINKING, AnswerBlocks, Block
-from localserve.server.chat_turn import Answering
 from localserve.server.http.errors import Refused
 from localserve.server.http.readers import read_json
 from localserve.server.http.streaming import KEEPALIVE_S, open_sse, send_keepalive, send_named
 from localserve.server.responses.request import ResponsesRequest, read_request
 from localserve.server.responses.store import RESPONSES, ResponseStore
-from localserve.server.upstream import agent_translate, agents
+from localserve.server.turn.ask import Answering
+from localserve.server.turn.run import on_model, run_turn
+from localserve.server.upstream import agent_translate
 from localserve.server.upstream.registry import Route
 
 
@@ -329,7 +330,7 @@ def _store(request: web.Request) -> ResponseStore:
     return request.app[RESPONSES]
 
 
-async def create(request: web.Request) -> web.StreamResponse:
+async def create(request: web.Request, target: Route | None) -> web.StreamResponse:
     body = await read_json(request)
     req = read_request(body)
     if req.previous_id is not None:
@@ -344,7 +345,7 @@ async def create(request: web.Request) -> web.StreamResponse:
     def upstream_request(target: Route) -> dict[str, Any]:
         return agent_translate.responses_request(body, req.ask, target.model.id, req.stream)
 
-    async with agents.answering(request, body, req.ask, upstream_request) as turn:
+    async with run_turn(request, req.ask, target, upstream_request) as turn:
         return await (answer.stream(turn) if req.stream else answer.whole(turn))
 
 
@@ -364,6 +365,6 @@ async def delete(request: web.Request) -> web.Response:
 
 def add_routes(app: web.Application) -> None:
     app[RESPONSES] = ResponseStore()
-    app.router.add_post("/v1/responses", create)
+    app.router.add_post("/v1/responses", on_model(create))
     app.router.add_get("/v1/responses/{id}", retrieve)
     app.router.add_delete("/v1/responses/{id}", delete)

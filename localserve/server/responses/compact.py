@@ -21,7 +21,8 @@ from aiohttp import web
 from localserve.server.http.readers import read_json
 from localserve.server.responses.api import usage_of
 from localserve.server.responses.request import read_request
-from localserve.server.upstream import agent_translate, agents
+from localserve.server.turn.run import on_model, run_turn
+from localserve.server.upstream import agent_translate
 from localserve.server.upstream.registry import Route
 
 ASK_FOR_SUMMARY = (
@@ -33,7 +34,7 @@ ASK_FOR_SUMMARY = (
 SUMMARY_TOKENS = 2048
 
 
-async def compact(request: web.Request) -> web.Response:
+async def compact(request: web.Request, target: Route | None) -> web.Response:
     body = await read_json(request)
     req = read_request({k: v for k, v in body.items() if k != "previous_response_id"})
     ask = req.ask
@@ -49,7 +50,7 @@ async def compact(request: web.Request) -> web.Response:
     def upstream_request(target: Route) -> dict[str, Any]:
         return agent_translate.responses_request(body, ask, target.model.id, False)
 
-    async with agents.answering(request, body, ask, upstream_request) as turn:
+    async with run_turn(request, ask, target, upstream_request) as turn:
         summary = "".join([piece.content async for piece in turn.pieces() if piece is not None])
         usage = usage_of(turn)
     kept = [_user_item(m["content"]) for m in req.input if m["role"] == "user"]
@@ -78,4 +79,4 @@ def _user_item(text: str) -> dict[str, Any]:
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_post("/v1/responses/compact", compact)
+    app.router.add_post("/v1/responses/compact", on_model(compact))

@@ -1,5 +1,5 @@
 """OpenAI's Responses API requests (Codex's, and the `openai` SDK's `client.responses`), read
-into a `ChatAsk`.
+into a `Ask`.
 
 - `instructions` is the system message of this request alone (a follow-up through
   `previous_response_id` does not inherit it, as in OpenAI's API).
@@ -37,10 +37,10 @@ from localserve.ground.sampling import Grammar, SamplingParams
 from localserve.server.chat import structured
 from localserve.server.chat.plan import read_effort
 from localserve.server.chat.tool_calls import read_tools
-from localserve.server.chat_turn import ChatAsk
 from localserve.server.http import bounded_json
 from localserve.server.http import validation as v
 from localserve.server.http.readers import model_name, text_content
+from localserve.server.turn.ask import Ask
 
 NO_EFFECT = {
     "include": "strings",
@@ -98,7 +98,7 @@ _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_t
 
 @dataclass
 class ResponsesRequest:
-    ask: ChatAsk
+    ask: Ask
     input: list[dict[str, Any]]  # this request's own messages, without the instructions
     instructions: str | None = None
     stream: bool = False
@@ -151,7 +151,7 @@ def read_request(body: v.JSON) -> ResponsesRequest:
     system = [{"role": "system", "content": instructions}] if instructions else []
     namespaced: dict[str, tuple[str, str]] = {}
     tools = _tools(body, namespaced)
-    ask = ChatAsk(
+    ask = Ask(
         model_name(body, accept_name=False),
         system + messages,
         params,

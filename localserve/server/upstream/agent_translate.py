@@ -3,7 +3,7 @@ its answer back as the parsed pieces both faces write their answers from. Pure: 
 
 The faces read their request as they do for a local model (anthropic/request.py,
 responses/request.py), which refuses what they do not take; the conversation, the tools and
-the tool choice come from that reading (`ChatAsk`), the sampling fields from the body as the
+the tool choice come from that reading (`Ask`), the sampling fields from the body as the
 client sent them (none is added: the upstream's defaults hold). What has no Chat Completions
 field and would change the answer (Anthropic's `thinking` enabled, with its budget) is a 400
 naming it. Past thinking in the conversation is not sent back, as most chat templates drop it.
@@ -18,8 +18,8 @@ from typing import Any
 from localserve.ground.errors import BadRequest
 from localserve.server.chat.answer_parser import Call, Parsed
 from localserve.server.chat.tool_calls import ToolRequest
-from localserve.server.chat_turn import ChatAsk
 from localserve.server.http import bounded_json
+from localserve.server.turn.ask import Ask
 from localserve.server.upstream.translate import StreamState, reasoning
 
 JSON = dict[str, Any]
@@ -67,7 +67,7 @@ def schema_format(schema: JSON, name: str = "answer", strict: Any = None) -> JSO
     return {"type": "json_schema", "json_schema": spec}
 
 
-def _base(model: str, ask: ChatAsk, stream: bool) -> JSON:
+def _base(model: str, ask: Ask, stream: bool) -> JSON:
     out: JSON = {"model": model, "messages": history(ask.messages), "stream": stream}
     if stream:
         out["stream_options"] = {"include_usage": True}
@@ -89,7 +89,7 @@ ANTHROPIC_SAMPLING = {
 }
 
 
-def anthropic_request(body: JSON, ask: ChatAsk, model: str, upstream: str, stream: bool) -> JSON:
+def anthropic_request(body: JSON, ask: Ask, model: str, upstream: str, stream: bool) -> JSON:
     """/v1/messages's body, read into `ask`, as a Chat Completions request."""
     thinking = body.get("thinking")
     if isinstance(thinking, dict) and thinking.get("type") == "enabled":
@@ -113,7 +113,7 @@ def anthropic_request(body: JSON, ask: ChatAsk, model: str, upstream: str, strea
     return out
 
 
-def counting_request(body: JSON, ask: ChatAsk, model: str, upstream: str) -> JSON:
+def counting_request(body: JSON, ask: Ask, model: str, upstream: str) -> JSON:
     """/v1/messages/count_tokens's body as a one-token Chat Completion, whose usage counts the
     prompt as the upstream renders it."""
     return {
@@ -130,7 +130,7 @@ RESPONSES_SAMPLING = {
 }
 
 
-def responses_request(body: JSON, ask: ChatAsk, model: str, stream: bool) -> JSON:
+def responses_request(body: JSON, ask: Ask, model: str, stream: bool) -> JSON:
     """/v1/responses's body, read into `ask` (its instructions and any previous response's
     conversation already in its messages), as a Chat Completions request."""
     out = _base(model, ask, stream)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -20,13 +20,11 @@ from aiohttp import web
 
 from localserve.ground.errors import EngineError
 from localserve.server.chat.answer_parser import Parsed
-from localserve.server.chat_turn import Answering, ChatAsk, chat_turn
 from localserve.server.http.errors import Refused
 from localserve.server.upstream.agent_translate import Reply
 from localserve.server.upstream.forward import (
     chunks,
     error_text,
-    route,
     said_error,
     sent,
     whole,
@@ -37,7 +35,7 @@ JSON = dict[str, Any]
 
 
 class UpstreamTurn(Reply):
-    """An upstream's answer as the faces read a local turn's (chat_turn.Answering)."""
+    """An upstream's answer as the faces read a local turn's (turn/ask.py's Answering)."""
 
     def __init__(self, target: Route, response: aiohttp.ClientResponse, stops: Any) -> None:
         super().__init__(tuple(stops) if isinstance(stops, list) else ())
@@ -92,20 +90,6 @@ async def upstream_turn(
         if response.status != 200:
             raise refusal(await response.read(), response.status)
         yield UpstreamTurn(target, response, asked.get("stop"))
-
-
-def answering(
-    request: web.Request,
-    body: JSON,
-    ask: ChatAsk,
-    translate: Callable[[Route], JSON],
-) -> contextlib.AbstractAsyncContextManager[Answering]:
-    """The turn that answers a face's request: the upstream's, when `body` names an upstream
-    model (its request made by `translate`), else the local model's."""
-    target = route(request, body)
-    if target is None:
-        return chat_turn(request, ask)
-    return upstream_turn(request, target, translate(target))
 
 
 async def count_tokens(request: web.Request, target: Route, asked: JSON) -> int:

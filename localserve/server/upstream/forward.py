@@ -53,10 +53,10 @@ def local_names(request: web.Request) -> Callable[[str], bool]:
     return local
 
 
-def route(request: web.Request, body: dict[str, Any]) -> Route | None:
-    """The upstream model a request's body names, or None (a local model, or none known)."""
+def route(request: web.Request, name: Any) -> Route | None:
+    """The upstream model of that name, or None (a local model, or none known). Called from
+    server/turn/run.py's `on_model` alone: one place decides where a model runs."""
     registry = request.app.get(UPSTREAMS)
-    name = body.get("model")
     if registry is None or not registry.upstreams or not isinstance(name, str) or not name:
         return None
     return registry.find(name, local_names(request))

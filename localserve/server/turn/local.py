@@ -1,6 +1,5 @@
-"""One chat turn as the agent faces (Anthropic's Messages, OpenAI's Responses) run it: a request
-read into the same parts (`ChatAsk`), the model held, the prompt rendered and queued, and the
-answer's parsed pieces read as they stream.
+"""One turn on a local model: the model held, the prompt rendered (or the face's own prompt
+made) and queued, and the answer's parsed pieces read as they stream.
 
 The faces differ only in how they read the request and write the answer; everything between is
 here, once: the prompt goes through the model's template (server/chat/plan.py), the tools'
@@ -12,67 +11,20 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from dataclasses import replace
 
 from aiohttp import web
 
 from localserve.engine.workers.resident import ResidentModel
 from localserve.engine.workers.stream import RequestStream
 from localserve.ground.sampling import SamplingParams
-from localserve.ground.units import UNSET, KeepAlive
 from localserve.server.chat.answer_parser import THINK_CLOSE, AnswerParser, Call, Parsed
 from localserve.server.chat.pieces import outputs
 from localserve.server.chat.plan import ChatPlan, plan_chat
-from localserve.server.chat.tool_calls import ToolRequest
 from localserve.server.http import request_log
 from localserve.server.http.priority import with_priority
 from localserve.server.http.state import MANAGER
-
-
-@dataclass
-class ChatAsk:
-    """What a chat request asks, read from any face's body.
-
-    `think` is the request's own choice (None: the template's default); `think_if_able` asks a
-    model that thinks to think, and leaves one that does not to answer directly (Responses'
-    `reasoning.effort`, Anthropic's `adaptive`), where `think=True` refuses such a model.
-    """
-
-    model: str
-    messages: list[dict[str, Any]]
-    params: SamplingParams
-    tools: ToolRequest | None = None
-    think: bool | None = None
-    think_if_able: bool = False
-    keep_alive: KeepAlive = UNSET
-    variables: dict[str, Any] = field(default_factory=dict)
-    thinking_budget: int | None = None  # tokens the thinking may take
-
-
-class Answering(Protocol):
-    """What the faces write an answer from: a local `Turn`, or an upstream model's answer
-    (server/upstream/agents.py). The counts are final once `pieces` has ended."""
-
-    @property
-    def model_name(self) -> str: ...
-    @property
-    def prompt_tokens(self) -> int: ...
-    @property
-    def cached_tokens(self) -> int: ...
-    @property
-    def completion_tokens(self) -> int: ...
-    @property
-    def finish_reason(self) -> str | None: ...
-    @property
-    def stop_sequence(self) -> str | None: ...
-    @property
-    def calls(self) -> list[Call]: ...
-
-    def pieces(self, idle_s: float | None = None) -> AsyncIterator[Parsed | None]:
-        """The answer's parsed pieces, the last one once it is over; None each time `idle_s`
-        passes with nothing new. Raises EngineError for an answer that failed."""
-        ...
+from localserve.server.turn.ask import Ask
 
 
 class Turn:
@@ -151,36 +103,42 @@ def check_room(model: ResidentModel, params: SamplingParams) -> None:
     model.check_token_ids([t for t, _ in params.logit_bias], "logit_bias")
 
 
-def plan_for(model: ResidentModel, ask: ChatAsk) -> ChatPlan:
-    plan = plan_chat(model, ask.tools, ask.think, ask.variables)
+def plan_for(model: ResidentModel, ask: Ask) -> ChatPlan:
+    plan = plan_chat(model, ask.tools, ask.think, ask.variables, ask.think_field)
     if ask.think_if_able and plan.think is None and plan.thinks:
         plan.think = True
     return plan
 
 
-async def prompt_tokens(request: web.Request, ask: ChatAsk) -> int:
+async def prompt_tokens(request: web.Request, ask: Ask) -> int:
     """How many tokens the rendered prompt of `ask` has (Anthropic's count_tokens)."""
     async with request.app[MANAGER].acquire(ask.model, ask.keep_alive) as model:
         return len(await plan_for(model, ask).encode(ask.messages))
 
 
 @asynccontextmanager
-async def chat_turn(request: web.Request, ask: ChatAsk) -> AsyncIterator[Turn]:
+async def local_turn(request: web.Request, ask: Ask) -> AsyncIterator[Turn]:
     """The model held and the turn queued; its sequences are cancelled however the caller
     leaves. Raises before anything streams for what can never run (an unknown model, a prompt
     longer than a slot, a full queue)."""
-    async with request.app[MANAGER].acquire(ask.model, ask.keep_alive) as model:
+    async with request.app[MANAGER].acquire(ask.model, ask.keep_alive, ask.pin) as model:
         check_room(model, ask.params)
         plan = plan_for(model, ask)
-        text = plan.render(ask.messages)
-        params = with_priority(request, plan.constrain(ask.params))
+        if ask.prompt is None:
+            text: list[int] | str = plan.render(ask.messages)
+            params = ask.params
+        else:
+            text, params = await ask.prompt(model, plan, ask.params)
+        params = with_priority(request, plan.constrain(params))
+        parser = plan.parser() if ask.templated else AnswerParser()
+        field = ask.prompt_field
         budget = ask.thinking_budget if plan.think and plan.thinking_open else None
         async with AsyncExitStack() as stack:
             if budget is None:  # one round trip: the worker tokenizes, checks and queues
                 seq = await stack.enter_async_context(
-                    request_log.generation(request, model, text, params, "messages")
+                    request_log.generation(request, model, text, params, field)
                 )
-                yield Turn(model, seq, plan.parser())
+                yield Turn(model, seq, parser)
                 return
             answer_params, cap = params, model.output_cap(params)
             thinking = replace(
@@ -191,7 +149,7 @@ async def chat_turn(request: web.Request, ask: ChatAsk) -> AsyncIterator[Turn]:
             )
             # The answer after the thinking is queued with the prompt's tokens: ask for them.
             seq = await stack.enter_async_context(
-                request_log.generation(request, model, text, thinking, "messages", want_tokens=True)
+                request_log.generation(request, model, text, thinking, field, want_tokens=True)
             )
 
             async def answer(done: RequestStream) -> RequestStream | None:
@@ -206,10 +164,10 @@ async def chat_turn(request: web.Request, ask: ChatAsk) -> AsyncIterator[Turn]:
                 )
                 rest = replace(answer_params, max_tokens=left)
                 return await stack.enter_async_context(
-                    model.generation([*done.prompt, *done.generated, *close], rest, "messages")
+                    model.generation([*done.prompt, *done.generated, *close], rest, field)
                 )
 
-            yield Turn(model, seq, plan.parser(), answer)
+            yield Turn(model, seq, parser, answer)
 
 
 async def pieces(turn: Turn, idle_s: float | None = None) -> AsyncIterator[Parsed | None]:
