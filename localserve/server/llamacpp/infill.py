@@ -32,12 +32,14 @@ from localserve.ground.errors import BadRequest, EngineError
 from localserve.ground.sampling import SamplingParams
 from localserve.server.chat import fim
 from localserve.server.chat.pieces import outputs
-from localserve.server.http import request_log
+from localserve.server.chat.plan import ChatPlan
 from localserve.server.http import validation as v
 from localserve.server.http.readers import keep_alive, read_json
 from localserve.server.http.state import MANAGER
 from localserve.server.http.streaming import open_sse, send_event
 from localserve.server.llamacpp.infill_rules import LineRules
+from localserve.server.turn.ask import Ask
+from localserve.server.turn.local import local_turn
 
 # llama.cpp's fields we do not honour, with the value that changes nothing.
 _IDLE_DEFAULTS: dict[str, Any] = {
@@ -100,20 +102,32 @@ async def infill(request: web.Request) -> web.StreamResponse:
     v.integer(body, "t_max_prompt_ms", -1, -1, 1 << 40)
     fields = _response_fields(body)
     stream = v.boolean(body, "stream", False)
-    manager = request.app[MANAGER]
     # llama.vim sends a blank model name by default: llama.cpp serves one model and ignores it.
     name = (v.string(body, "model") or "").strip() or _only_model(request)
-    async with manager.acquire(name, keep_alive(body)) as model:
+    filled: list[fim.FimPrompt] = []
+
+    async def prompt(
+        model: ResidentModel, _: ChatPlan, params: SamplingParams
+    ) -> tuple[list[int] | str, SamplingParams]:
         if params.penalty_last_n < 0:  # llama.cpp's -1: the whole context
             params = replace(params, penalty_last_n=model.info.n_ctx_slot)
-        prompt = await fim.encode(model, fill, model.info.n_ctx_slot, "input_suffix")
-        async with request_log.generation(
-            request, model, prompt.tokens, params, "input_prefix"
-        ) as seq:
-            answer = _Answer(model, seq, params, prompt.truncated, n_predict, fields)
-            if stream:
-                return await answer.stream(request, rules)
-            return web.json_response(await answer.collect(rules))
+        filled.append(await fim.encode(model, fill, model.info.n_ctx_slot, "input_suffix"))
+        return filled[0].tokens, params
+
+    ask = Ask(
+        name,
+        [],
+        params,
+        keep_alive=keep_alive(body),
+        prompt=prompt,
+        prompt_field="input_prefix",
+        templated=False,
+    )
+    async with local_turn(request, ask) as turn:
+        answer = _Answer(turn.model, turn.seq, params, filled[0].truncated, n_predict, fields)
+        if stream:
+            return await answer.stream(request, rules)
+        return web.json_response(await answer.collect(rules))
 
 
 def _only_model(request: web.Request) -> str:
