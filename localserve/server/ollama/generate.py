@@ -28,7 +28,6 @@ from localserve.server.chat.tool_calls import read_tools
 from localserve.server.http import request_log
 from localserve.server.http import validation as v
 from localserve.server.http.readers import (
-    BODY,
     chat_messages,
     keep_alive,
     model_name,
@@ -44,10 +43,11 @@ from localserve.server.ollama.options import (
     options_from,
     window,
 )
-from localserve.server.turn.ask import Ask, whole
+from localserve.server.turn.ask import Answering, Ask, whole
 from localserve.server.turn.local import Turn, local_turn
 from localserve.server.turn.run import on_model
-from localserve.server.upstream import ollama as upstream_ollama
+from localserve.server.upstream import translate
+from localserve.server.upstream.agents import upstream_turn
 from localserve.server.upstream.registry import Route
 
 # What /api/version reports: the Ollama API level this face speaks (tools check it to enable
@@ -82,15 +82,20 @@ def _refuse_unsupported(body: v.JSON, chat: bool) -> None:
 class OllamaGeneration:
     """One /api/generate or /api/chat request: prompt in, NDJSON (or one object) out."""
 
-    def __init__(self, request: web.Request, chat: bool) -> None:
+    def __init__(self, request: web.Request, chat: bool, target: Route | None) -> None:
         self.request = request
         self.chat = chat
+        self.target = target  # an upstream's model, or None for a local one
         self.started = time.monotonic()
+        self.load_s = 0.0
+        self.context: list[int] | None = None
 
     async def run(self) -> web.StreamResponse:
         body = await read_json(self.request)
         # Ollama's generate and chat never took the older `name`.
         self.name = model_name(body, accept_name=False)
+        if self.target is not None:
+            return await self._upstream(body, self.target)
         stream = v.boolean(body, "stream", True)
         opts = options_from(body)
         stay = keep_alive(body)
@@ -115,6 +120,19 @@ class OllamaGeneration:
             if stream:
                 return await self._stream(turn)
             return await self._collect(turn)
+
+    async def _upstream(self, body: v.JSON, target: Route) -> web.StreamResponse:
+        """The upstream's Chat Completions answer (upstream/translate.py makes the request),
+        written as a local one is. A load or unload holds nothing of an upstream's here."""
+        if not (body.get("messages") if self.chat else body.get("prompt")):
+            reason = "unload" if body.get("keep_alive") in (0, "0", "0s") else "load"
+            return web.json_response(
+                {**self._head(), **self._piece(""), "done": True, "done_reason": reason}
+            )
+        make = translate.chat_request if self.chat else translate.generate_request
+        asked = make(body, target.model.id, target.upstream.name, target.model.context_length)
+        async with upstream_turn(self.request, target, asked) as turn:
+            return await (self._stream(turn) if asked["stream"] else self._collect(turn))
 
     async def _prompt(
         self, model: ResidentModel, plan: ChatPlan, body: v.JSON, opts: OllamaOptions
@@ -221,19 +239,22 @@ class OllamaGeneration:
             return {"message": message}
         return {"response": text, **extra}
 
-    def _final(self, turn: Turn, answer: Parsed) -> dict[str, Any]:
-        seq = turn.seq
-        timings = seq.timings()
+    def _final(self, turn: Answering, answer: Parsed) -> dict[str, Any]:
         body: dict[str, Any] = {
             **self._head(),
             **self._piece(answer.content, answer),
             "done": True,
-            "done_reason": "length" if seq.finish_reason == "length" else "stop",
+            "done_reason": "length" if turn.finish_reason == "length" else "stop",
+            "total_duration": ns(time.monotonic() - self.started),
         }
+        if not isinstance(turn, Turn):  # an upstream's: its counts, no timings of ours
+            body.update(prompt_eval_count=turn.prompt_tokens, eval_count=turn.completion_tokens)
+            return body
+        seq = turn.seq
+        timings = seq.timings()
         if self.context is not None:
             body["context"] = self.context + seq.generated
         body.update(
-            total_duration=ns(time.monotonic() - self.started),
             load_duration=ns(self.load_s),
             prompt_eval_count=seq.prompt_tokens,
             prompt_eval_duration=ns(
@@ -244,10 +265,10 @@ class OllamaGeneration:
         )
         return body
 
-    async def _collect(self, turn: Turn) -> web.Response:
+    async def _collect(self, turn: Answering) -> web.Response:
         return web.json_response(self._final(turn, await whole(turn)))
 
-    async def _stream(self, turn: Turn) -> web.StreamResponse:
+    async def _stream(self, turn: Answering) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         await response.prepare(self.request)
         try:
@@ -281,15 +302,11 @@ async def _send(response: web.StreamResponse, obj: dict[str, Any]) -> None:
 
 
 async def generate(request: web.Request, target: Route | None) -> web.StreamResponse:
-    if target is not None:
-        return await upstream_ollama.forward(request, target, request[BODY], chat=False)
-    return await OllamaGeneration(request, chat=False).run()
+    return await OllamaGeneration(request, False, target).run()
 
 
 async def chat(request: web.Request, target: Route | None) -> web.StreamResponse:
-    if target is not None:
-        return await upstream_ollama.forward(request, target, request[BODY], chat=True)
-    return await OllamaGeneration(request, chat=True).run()
+    return await OllamaGeneration(request, True, target).run()
 
 
 async def version(request: web.Request) -> web.Response:

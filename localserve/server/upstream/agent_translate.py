@@ -12,15 +12,11 @@ naming it. Past thinking in the conversation is not sent back, as most chat temp
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 from localserve.ground.errors import BadRequest
-from localserve.server.chat.answer_parser import Call, Parsed
 from localserve.server.chat.tool_calls import ToolRequest
-from localserve.server.http import bounded_json
 from localserve.server.turn.ask import Ask
-from localserve.server.upstream.translate import StreamState, reasoning
 
 JSON = dict[str, Any]
 
@@ -150,96 +146,3 @@ def responses_request(body: JSON, ask: Ask, model: str, stream: bool) -> JSON:
             fmt["schema"], fmt.get("name") or "answer", fmt.get("strict")
         )
     return out
-
-
-# -- the answer --------------------------------------------------------------------------------
-
-
-@dataclass
-class RawCall(Call):
-    """A call whose arguments came as text that is not a JSON object: passed on as they came
-    (as an empty object where the face needs one)."""
-
-    raw: str = ""
-
-    @property
-    def arguments_json(self) -> str:
-        return self.raw
-
-
-def call(index: int, slot: JSON) -> Call:
-    fn = slot.get("function") or {}
-    text = fn.get("arguments") or ""
-    name = str(fn.get("name") or "")
-    call_id = slot.get("id") or f"call_{index}"
-    try:
-        arguments = bounded_json.loads(text) if text.strip() else {}
-    except ValueError:
-        arguments = None
-    if isinstance(arguments, dict):
-        return Call(index, name, arguments, call_id)
-    return RawCall(index, name, {}, call_id, raw=text if isinstance(text, str) else "")
-
-
-@dataclass
-class Reply:
-    """A Chat Completions answer, chunk by chunk or whole, as parsed pieces: text and thinking
-    as they come, the calls whole at the end (as a local answer gives them). `stops` are the
-    request's stop sequences: vLLM names the one that ended the answer in `stop_reason`. Its
-    counts are the upstream's `usage` (0 where it reports none, as llama-cpp-python's server
-    in a stream)."""
-
-    stops: tuple[str, ...] = ()
-    state: StreamState = field(default_factory=StreamState)
-    stop_sequence: str | None = None
-
-    def chunk(self, event: JSON) -> Parsed | None:
-        shown = self.state.chunk(True, event)
-        self._stopped_by(event.get("choices"))
-        if shown is None:
-            return None
-        message = shown["message"]
-        return Parsed(message["content"], message.get("thinking", ""))
-
-    def whole_answer(self, completion: JSON) -> Parsed:
-        """A whole completion: its one piece, the calls included (no `end()` after it)."""
-        choices = completion.get("choices") or [{}]
-        message = choices[0].get("message") or {}
-        self.state.usage = completion.get("usage")
-        self.state.finish = choices[0].get("finish_reason")
-        self._stopped_by(choices)
-        self.state.calls = dict(enumerate(message.get("tool_calls") or []))
-        return Parsed(message.get("content") or "", reasoning(message), self.calls)
-
-    def end(self) -> Parsed:
-        return Parsed(calls=self.calls)
-
-    def _stopped_by(self, choices: Any) -> None:
-        said = choices[0].get("stop_reason") if isinstance(choices, list) and choices else None
-        if isinstance(said, str) and said in self.stops:
-            self.stop_sequence = said
-
-    @property
-    def calls(self) -> list[Call]:
-        return [call(i, self.state.calls[i]) for i in sorted(self.state.calls)]
-
-    @property
-    def finish_reason(self) -> str | None:
-        finish = self.state.finish
-        return finish if isinstance(finish, str) else None
-
-    def _usage(self) -> JSON:
-        return self.state.usage if isinstance(self.state.usage, dict) else {}
-
-    @property
-    def prompt_tokens(self) -> int:
-        return int(self._usage().get("prompt_tokens") or 0)
-
-    @property
-    def completion_tokens(self) -> int:
-        return int(self._usage().get("completion_tokens") or 0)
-
-    @property
-    def cached_tokens(self) -> int:
-        details = self._usage().get("prompt_tokens_details")
-        return int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0

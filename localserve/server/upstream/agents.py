@@ -21,7 +21,6 @@ from aiohttp import web
 from localserve.ground.errors import EngineError
 from localserve.server.chat.answer_parser import Parsed
 from localserve.server.http.errors import Refused
-from localserve.server.upstream.agent_translate import Reply
 from localserve.server.upstream.forward import (
     chunks,
     error_text,
@@ -30,6 +29,7 @@ from localserve.server.upstream.forward import (
     whole,
 )
 from localserve.server.upstream.registry import Route
+from localserve.server.upstream.reply import Reply
 
 JSON = dict[str, Any]
 

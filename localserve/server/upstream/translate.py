@@ -8,11 +8,9 @@ that silently ignored `num_gpu` or `mirostat` would not be the one asked for.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 from localserve.ground.errors import BadRequest
-from localserve.server.http import bounded_json
 
 JSON = dict[str, Any]
 
@@ -181,117 +179,3 @@ def embed_request(body: JSON, model: str, upstream: str) -> JSON:
 
 
 # -- the answers --------------------------------------------------------------------------------
-
-
-def _arguments(text: Any) -> Any:
-    """A call's arguments as Ollama writes them: an object (the JSON text when it is not)."""
-    if not isinstance(text, str):
-        return text
-    try:
-        return bounded_json.loads(text) if text.strip() else {}
-    except ValueError:
-        return text
-
-
-def ollama_calls(calls: list[JSON]) -> list[JSON]:
-    return [
-        {
-            "function": {
-                "index": i,
-                "name": (c.get("function") or {}).get("name", ""),
-                "arguments": _arguments((c.get("function") or {}).get("arguments")),
-            }
-        }
-        for i, c in enumerate(calls)
-    ]
-
-
-def done_reason(finish: Any) -> str:
-    return "length" if finish == "length" else "stop"
-
-
-def piece(chat: bool, content: str, thinking: str = "", calls: list[JSON] | None = None) -> JSON:
-    """The part of an Ollama object that carries text: a chat's `message`, a generate's
-    `response`."""
-    if not chat:
-        return {"response": content, **({"thinking": thinking} if thinking else {})}
-    message: JSON = {"role": "assistant", "content": content}
-    if thinking:
-        message["thinking"] = thinking
-    if calls:
-        message["tool_calls"] = ollama_calls(calls)
-    return {"message": message}
-
-
-def reasoning(message: JSON) -> str:
-    """A message's (or delta's) thinking: `reasoning`, as vLLM names it since late 2025 (and
-    OpenRouter), or `reasoning_content` (DeepSeek's, SGLang's, llama.cpp's, older vLLM's)."""
-    for name in ("reasoning_content", "reasoning"):
-        text = message.get(name)
-        if isinstance(text, str) and text:
-            return text
-    return ""
-
-
-def answer(chat: bool, completion: JSON) -> tuple[JSON, JSON]:
-    """A whole Chat Completion as Ollama's text piece, and its counts and done_reason."""
-    choices = completion.get("choices") or [{}]
-    message = choices[0].get("message") or {}
-    text = piece(
-        chat,
-        message.get("content") or "",
-        reasoning(message),
-        message.get("tool_calls") or [],
-    )
-    return text, tail(choices[0].get("finish_reason"), completion.get("usage"))
-
-
-def tail(finish: Any, usage: Any) -> JSON:
-    usage = usage if isinstance(usage, dict) else {}
-    return {
-        "done": True,
-        "done_reason": done_reason(finish),
-        "prompt_eval_count": int(usage.get("prompt_tokens") or 0),
-        "eval_count": int(usage.get("completion_tokens") or 0),
-    }
-
-
-@dataclass
-class StreamState:
-    """What a Chat Completions stream has said so far: its streamed calls (by index, their
-    argument text growing, with the id the first delta gave), how it ended and its usage."""
-
-    calls: dict[int, JSON] = field(default_factory=dict)
-    finish: Any = None
-    usage: Any = None
-
-    def chunk(self, chat: bool, event: JSON) -> JSON | None:
-        """One chunk as Ollama's text piece (None when it has no text to show now)."""
-        if event.get("usage"):
-            self.usage = event["usage"]
-        choices = event.get("choices") or []
-        if not choices:
-            return None
-        choice = choices[0]
-        self.finish = choice.get("finish_reason") or self.finish
-        delta = choice.get("delta") or {}
-        for call in delta.get("tool_calls") or []:
-            slot = self.calls.setdefault(
-                int(call.get("index", len(self.calls))),
-                {"function": {"name": "", "arguments": ""}},
-            )
-            slot["id"] = slot.get("id") or call.get("id")  # the agent faces show it
-            fn = call.get("function") or {}
-            # Named once: llama-cpp-python's server repeats the name in every delta.
-            slot["function"]["name"] = slot["function"]["name"] or fn.get("name") or ""
-            slot["function"]["arguments"] += fn.get("arguments") or ""
-        content = delta.get("content") or ""
-        thinking = reasoning(delta)
-        if not content and not thinking:
-            return None
-        return piece(chat, content, thinking)
-
-    def last(self, chat: bool) -> tuple[JSON, JSON]:
-        """The closing object's piece (the calls, streamed whole as Ollama does) and counts."""
-        calls = [self.calls[i] for i in sorted(self.calls)]
-        return piece(chat, "", "", calls), tail(self.finish, self.usage)

@@ -13,6 +13,7 @@ from localserve.server.chat.answer_blocks import AnswerBlocks
 from localserve.server.chat.answer_parser import Parsed
 from localserve.server.responses.request import read_request as read_responses
 from localserve.server.upstream import agent_translate as t
+from localserve.server.upstream import reply as r
 from localserve.server.upstream.agents import refusal
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -185,7 +186,7 @@ def _chunk(delta: dict, finish: str | None = None, **more: object) -> dict:
 
 
 def test_a_stream_becomes_pieces_text_then_the_calls_whole() -> None:
-    reply = t.Reply(("END",))
+    reply = r.Reply(("END",))
     pieces = [
         reply.chunk(_chunk({"role": "assistant", "reasoning_content": "Hm."})),
         reply.chunk(_chunk({"content": "Let me"})),
@@ -226,7 +227,7 @@ def test_a_stream_becomes_pieces_text_then_the_calls_whole() -> None:
 
 
 def test_a_whole_answer_its_stop_sequence_and_arguments_that_are_not_json() -> None:
-    reply = t.Reply(("END",))
+    reply = r.Reply(("END",))
     completion = {
         "choices": [
             {
@@ -254,7 +255,7 @@ def test_a_whole_answer_its_stop_sequence_and_arguments_that_are_not_json() -> N
     assert piece.content == "Hi" and piece.calls[0].arguments_json == "not json"
     assert piece.calls[0].arguments == {}
     assert reply.stop_sequence == "END" and reply.cached_tokens == 1
-    assert json.loads(t.call(0, {"function": {"name": "g"}}).arguments_json) == {}
+    assert json.loads(r.call(0, {"function": {"name": "g"}}).arguments_json) == {}
 
 
 def test_the_upstreams_refusal_keeps_its_status_words_and_code() -> None:
@@ -273,8 +274,8 @@ def test_the_upstreams_refusal_keeps_its_status_words_and_code() -> None:
 def test_thinking_comes_as_reasoning_or_reasoning_content() -> None:
     """vLLM names it `reasoning` since late 2025; DeepSeek, SGLang, llama.cpp
     `reasoning_content`."""
-    reply = t.Reply()
+    reply = r.Reply()
     assert reply.chunk(_chunk({"reasoning": "Hm."})) == Parsed("", "Hm.")
     assert reply.chunk(_chunk({"reasoning_content": "So."})) == Parsed("", "So.")
     whole = {"choices": [{"message": {"content": "Hi", "reasoning": "Hm."}}]}
-    assert t.Reply().whole_answer(whole).thinking == "Hm."
+    assert r.Reply().whole_answer(whole).thinking == "Hm."

@@ -1,11 +1,14 @@
-"""Ollama's requests as Chat Completions and the answers back (server/upstream/translate.py)."""
+"""Ollama's requests as Chat Completions (server/upstream/translate.py), and the answers back
+(server/upstream/reply.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from localserve.ground.errors import BadRequest
+from localserve.server.chat.answer_parser import Parsed
 from localserve.server.upstream import translate as t
+from localserve.server.upstream.reply import Reply
 
 
 def test_a_chat_with_options_format_and_tools() -> None:
@@ -94,7 +97,7 @@ def test_a_generate_is_a_system_and_a_user_message() -> None:
         t.generate_request({"prompt": "p", "raw": True}, "r", "box", None)
 
 
-def test_a_whole_answer_with_calls() -> None:
+def test_a_whole_answer_reads_its_calls_arguments_and_counts() -> None:
     completion = {
         "choices": [
             {
@@ -107,38 +110,29 @@ def test_a_whole_answer_with_calls() -> None:
         ],
         "usage": {"prompt_tokens": 3, "completion_tokens": 4},
     }
-    text, counts = t.answer(True, completion)
-    assert text == {
-        "message": {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [{"function": {"index": 0, "name": "f", "arguments": {"city": "Paris"}}}],
-        }
-    }
-    assert counts == {"done": True, "done_reason": "stop", "prompt_eval_count": 3, "eval_count": 4}
+    reply = Reply()
+    answer = reply.whole_answer(completion)
+    assert (answer.content, [(c.name, c.arguments) for c in answer.calls]) == (
+        "",
+        [("f", {"city": "Paris"})],
+    )
+    assert (reply.prompt_tokens, reply.completion_tokens) == (3, 4)
 
 
 def test_a_stream_collects_calls_named_once_and_their_arguments() -> None:
-    state = t.StreamState()
+    reply = Reply()
 
     def call(args: str) -> dict:
         fn = {"name": "f", "arguments": args}  # llama-cpp-python repeats the name
         return {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": fn}]}}]}
 
-    assert state.chunk(True, {"choices": [{"delta": {"content": "hi"}}]}) == {
-        "message": {"role": "assistant", "content": "hi"}
-    }
-    assert state.chunk(True, call('{"a"')) is None
-    assert state.chunk(True, call(": 1}")) is None
-    state.chunk(True, {"choices": [{"delta": {}, "finish_reason": "length"}]})
-    state.chunk(True, {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2}})
-    last, counts = state.last(True)
-    assert last["message"]["tool_calls"] == [
-        {"function": {"index": 0, "name": "f", "arguments": {"a": 1}}}
-    ]
-    assert counts["done_reason"] == "length" and counts["eval_count"] == 2
-    generate = t.StreamState()
-    assert generate.chunk(False, {"choices": [{"delta": {"content": "x"}}]}) == {"response": "x"}
+    assert reply.chunk({"choices": [{"delta": {"content": "hi"}}]}) == Parsed("hi")
+    assert reply.chunk(call('{"a"')) is None
+    assert reply.chunk(call(": 1}")) is None
+    reply.chunk({"choices": [{"delta": {}, "finish_reason": "length"}]})
+    reply.chunk({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2}})
+    assert [(c.name, c.arguments) for c in reply.end().calls] == [("f", {"a": 1})]
+    assert (reply.finish_reason, reply.completion_tokens) == ("length", 2)
 
 
 def test_an_embed_request() -> None:
