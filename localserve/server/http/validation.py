@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 from localserve.ground.errors import BadRequest
 
@@ -27,7 +27,11 @@ def require_text(value: Any, where: str, field: str | None = None) -> None:
         ) from None
 
 
-def number(body: JSON, key: str, default: float, lo: float, hi: float) -> float:
+@overload
+def number(body: JSON, key: str, default: float, lo: float, hi: float) -> float: ...
+@overload
+def number(body: JSON, key: str, default: float | None, lo: float, hi: float) -> float | None: ...
+def number(body: JSON, key: str, default: float | None, lo: float, hi: float) -> float | None:
     value = body.get(key)
     if value is None:
         return default

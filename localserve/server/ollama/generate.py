@@ -24,12 +24,9 @@ from localserve.ground.units import KeepAlive
 from localserve.server.chat import fim
 from localserve.server.chat.answer_parser import Parsed
 from localserve.server.chat.plan import ChatPlan
-from localserve.server.chat.tool_calls import read_tools
 from localserve.server.http import request_log
 from localserve.server.http import validation as v
 from localserve.server.http.readers import (
-    chat_messages,
-    keep_alive,
     model_name,
     read_json,
 )
@@ -49,6 +46,7 @@ from localserve.server.turn.run import on_model
 from localserve.server.upstream import translate
 from localserve.server.upstream.agents import upstream_turn
 from localserve.server.upstream.registry import Route
+from localserve.server.wire import ollama as wire
 
 # What /api/version reports: the Ollama API level this face speaks (tools check it to enable
 # /api/embed and load/unload by keep_alive; Codex wants 0.13.4 or later for /v1/responses), not
@@ -96,28 +94,28 @@ class OllamaGeneration:
         self.name = model_name(body, accept_name=False)
         if self.target is not None:
             return await self._upstream(body, self.target)
-        stream = v.boolean(body, "stream", True)
-        opts = options_from(body)
-        stay = keep_alive(body)
+        got = (wire.CHAT if self.chat else wire.GENERATE).read(body)
+        opts = options_from(got)
+        stay = got["keep_alive"]
         _refuse_unsupported(body, self.chat)
         pin = await context_pin(self.request, self.name, opts.pin, opts.num_ctx)
-        if self._is_empty(body):
+        if self._is_empty(got):
             return await self._load_or_unload(stay, pin)
         ask = Ask(
             self.name,
             [],
             opts.params,
-            tools=read_tools(body) if self.chat else None,
-            think=_think(body),
+            tools=got.get("tools"),
+            think=got["think"],
             keep_alive=stay,
             pin=pin,
-            prompt=lambda model, plan, params: self._prompt(model, plan, body, opts),
+            prompt=lambda model, plan, params: self._prompt(model, plan, body, got, opts),
             prompt_field="messages" if self.chat else "prompt",
             # A raw prompt or a template of the request's own is not the model's: no thinking.
-            templated=not self._untemplated(body),
+            templated=self.chat or not (got["raw"] or got["template"] or got["suffix"]),
         )
         async with local_turn(self.request, ask) as turn:
-            if stream:
+            if got["stream"]:
                 return await self._stream(turn)
             return await self._collect(turn)
 
@@ -134,28 +132,11 @@ class OllamaGeneration:
         async with upstream_turn(self.request, target, asked) as turn:
             return await (self._stream(turn) if asked["stream"] else self._collect(turn))
 
-    async def _prompt(
-        self, model: ResidentModel, plan: ChatPlan, body: v.JSON, opts: OllamaOptions
-    ) -> tuple[list[int] | str, SamplingParams]:
-        """The prompt's tokens, fitted to the request's window, and the answer's room in it."""
-        self.load_s = time.monotonic() - self.started
-        ctx, cut = window(opts.num_ctx, model.info.n_ctx_slot)
-        if cut is not None:
-            request_log.notice(self.request, CONTEXT_HEADER, cut)
-        tokens = await self._encode(model, plan, body, opts, ctx)
-        self.context = None if self.chat or body.get("raw") else tokens
-        return tokens, answer_room(opts.params, len(tokens), ctx, model.default_max_tokens)
-
-    def _untemplated(self, body: v.JSON) -> bool:
-        return not self.chat and bool(
-            v.boolean(body, "raw", False) or v.string(body, "template") or fim.suffix_of(body)
-        )
-
-    def _is_empty(self, body: v.JSON) -> bool:
+    def _is_empty(self, got: dict[str, Any]) -> bool:
         if self.chat:
-            return not body.get("messages")
+            return not got["messages"]
         # A suffix alone is a fill at the start of a file, not a load.
-        return not v.string(body, "prompt") and not body.get("context") and not fim.suffix_of(body)
+        return not got["prompt"] and not got["context"] and not got["suffix"]
 
     async def _load_or_unload(self, stay: KeepAlive, pin: Pin) -> web.Response:
         manager = self.request.app[MANAGER]
@@ -172,20 +153,40 @@ class OllamaGeneration:
 
     # -- the prompt ---------------------------------------------------------------------------
 
-    async def _encode(
-        self, model: ResidentModel, plan: ChatPlan, body: v.JSON, opts: OllamaOptions, ctx: int
-    ) -> list[int]:
+    async def _prompt(
+        self,
+        model: ResidentModel,
+        plan: ChatPlan,
+        body: v.JSON,
+        got: dict[str, Any],
+        opts: OllamaOptions,
+    ) -> tuple[list[int] | str, SamplingParams]:
+        """The prompt's tokens, fitted to the request's window, and the answer's room in it."""
+        self.load_s = time.monotonic() - self.started
+        ctx, cut = window(opts.num_ctx, model.info.n_ctx_slot)
+        if cut is not None:
+            request_log.notice(self.request, CONTEXT_HEADER, cut)
         if self.chat:
-            return await self._encode_chat(plan, chat_messages(body), opts, ctx)
-        prompt = v.string(body, "prompt") or ""
-        system = v.string(body, "system")
-        template = v.string(body, "template")
-        fill = fim.ollama_fill(
-            body
-        )  # a suffix: fill-in-the-middle, raw or not (server/chat/fim.py)
+            tokens = await self._encode_chat(plan, got["messages"], opts, ctx)
+        else:
+            tokens = await self._encode(model, plan, body, got, opts, ctx)
+        self.context = None if self.chat or got["raw"] else tokens
+        return tokens, answer_room(opts.params, len(tokens), ctx, model.default_max_tokens)
+
+    async def _encode(
+        self,
+        model: ResidentModel,
+        plan: ChatPlan,
+        body: v.JSON,
+        got: dict[str, Any],
+        opts: OllamaOptions,
+        ctx: int,
+    ) -> list[int]:
+        prompt, system, template = got["prompt"] or "", got["system"], got["template"]
+        fill = fim.ollama_fill(body)  # a suffix: fill-in-the-middle, raw or not (chat/fim.py)
         if fill is not None:
             tokens = (await fim.encode(model, fill, window=ctx)).tokens
-        elif v.boolean(body, "raw", False):
+        elif got["raw"]:
             tokens = await model.encode_text(prompt) if prompt else []
         elif template:
             tokens = await model.encode_text(ollama_template.render(template, system or "", prompt))
@@ -193,13 +194,7 @@ class OllamaGeneration:
             messages = [{"role": "system", "content": system}] if system else []
             messages.append({"role": "user", "content": prompt})
             tokens = await plan.encode(messages)
-        context = body.get("context") or []
-        # Not true or false: the worker's socket takes whole numbers only (ground/messages.py).
-        if not isinstance(context, list) or not all(
-            isinstance(t, int) and not isinstance(t, bool) for t in context
-        ):
-            raise BadRequest("'context' must be a list of token ids", "context")
-        tokens = model.check_token_ids(list(context), "context") + tokens
+        tokens = model.check_token_ids(got["context"], "context") + tokens
         if not tokens:
             raise BadRequest("the prompt is empty", "prompt")
         return fit_prompt(tokens, ctx, opts.num_keep)
@@ -285,16 +280,6 @@ class OllamaGeneration:
             await _send(response, self._final(turn, Parsed()))
         await response.write_eof()
         return response
-
-
-def _think(body: v.JSON) -> bool | None:
-    """Ollama's `think`: true or false, or a level ("high", "medium", "low") that means true."""
-    think = body.get("think")
-    if think is None or isinstance(think, bool):
-        return think
-    if think in ("high", "medium", "low"):
-        return True
-    raise BadRequest("'think' must be true, false, 'high', 'medium' or 'low'", "think")
 
 
 async def _send(response: web.StreamResponse, obj: dict[str, Any]) -> None:

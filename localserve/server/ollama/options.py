@@ -1,7 +1,6 @@
 """Ollama's request `options`, and what a context window means to its users.
 
-Ollama's defaults differ from OpenAI's (top_p 0.9, min_p 0, repeat_penalty 1.1 over the last
-64 tokens), and an Ollama user expects them: they are what `ollama run` gives.
+The options are declared in server/wire/ollama.py, with Ollama's defaults.
 
 `num_ctx` asks for a context window. Ours is fixed per slot at load (no request allocates KV),
 so a `num_ctx` up to a slot's context is honoured. A larger one reloads the model with it, as
@@ -19,11 +18,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from typing import Any
 
 from localserve.engine.residency.placement import Pin
 from localserve.ground.sampling import SamplingParams
-from localserve.server.chat import structured
-from localserve.server.http import validation as v
+from localserve.server.wire.ollama import OPTIONS
 
 log = logging.getLogger(__name__)
 
@@ -39,43 +38,24 @@ class OllamaOptions:
     pin: Pin = Pin()
 
 
-def options_from(body: v.JSON) -> OllamaOptions:
-    o = v.obj(body, "options")
-    num_predict = v.integer(o, "num_predict", -1, -2, _NO_LIMIT)
-    seed = v.integer(o, "seed", -1, -(1 << 63), (1 << 64) - 1)
-    repeat_last_n = v.integer(o, "repeat_last_n", 64, -1, _NO_LIMIT) or 0
-    repeat_penalty = v.number(o, "repeat_penalty", 1.1, 0.0, 10.0)
-    params = SamplingParams(
-        temperature=v.number(o, "temperature", 0.8, 0.0, 10.0),
-        top_k=v.integer(o, "top_k", 40, 0, _NO_LIMIT) or 0,
-        top_p=v.number(o, "top_p", 0.9, 0.0, 1.0),
-        min_p=v.number(o, "min_p", 0.0, 0.0, 1.0),
-        # repeat_last_n 0 turns penalties off in Ollama; -1 means the whole window (set later).
-        repeat_penalty=repeat_penalty if repeat_last_n != 0 else 1.0,
-        presence_penalty=v.number(o, "presence_penalty", 0.0, -2.0, 2.0),
-        frequency_penalty=v.number(o, "frequency_penalty", 0.0, -2.0, 2.0),
-        penalty_last_n=repeat_last_n if repeat_last_n > 0 else _NO_LIMIT,
-        seed=None if seed == -1 else seed,
-        # -1: until the window is full; -2: fill the window. Both mean no cap of our own.
-        max_tokens=None if num_predict is None or num_predict < 0 else max(num_predict, 1),
-        stop=v.stop_list(o),
-        grammar=structured.from_format(body),
-        draft_tokens=v.draft_tokens(o),
+def options_from(got: dict[str, Any]) -> OllamaOptions:
+    """The request's options, as wire/ollama.py's declaration read them, with its `format`."""
+    o = got["options"]
+    last_n = o["repeat_last_n"] or 0
+    params = OPTIONS.sampling(
+        o,
+        # repeat_last_n 0 turns penalties off in Ollama; -1 means the whole window.
+        repeat_penalty=o["repeat_penalty"] if last_n != 0 else 1.0,
+        penalty_last_n=last_n if last_n > 0 else _NO_LIMIT,
+        grammar=got["format"],
     )
-    num_ctx = v.integer(o, "num_ctx", None, 1, _NO_LIMIT)
-    num_keep = v.integer(o, "num_keep", 4, -1, _NO_LIMIT)
+    num_keep = o["num_keep"]
+    pin = Pin(
+        device=None if o["main_gpu"] is None else f"gpu{o['main_gpu']}",
+        gpu_layers=None if o["num_gpu"] is None or o["num_gpu"] < 0 else o["num_gpu"],
+    )
     return OllamaOptions(
-        params, num_ctx, 4 if num_keep is None or num_keep < 0 else num_keep, placement_pin(o)
-    )
-
-
-def placement_pin(o: v.JSON) -> Pin:
-    """Ollama's num_gpu and main_gpu: the model is placed (or reloaded) to honour them."""
-    num_gpu = v.integer(o, "num_gpu", -1, -1, _NO_LIMIT)
-    main_gpu = v.integer(o, "main_gpu", None, 0, 255)
-    return Pin(
-        device=None if main_gpu is None else f"gpu{main_gpu}",
-        gpu_layers=None if num_gpu is None or num_gpu < 0 else num_gpu,
+        params, o["num_ctx"], 4 if num_keep is None or num_keep < 0 else num_keep, pin
     )
 
 

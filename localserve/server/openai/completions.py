@@ -14,16 +14,12 @@ from aiohttp import web
 from localserve.engine.workers.resident import ResidentModel
 from localserve.ground.errors import BadRequest, EngineError, ModelNotFound
 from localserve.ground.sampling import SamplingParams
-from localserve.server.chat import fim, structured
+from localserve.server.chat import fim
 from localserve.server.chat.answer_parser import Call, Parsed
-from localserve.server.chat.plan import ChatPlan, read_effort, template_kwargs
-from localserve.server.chat.tool_calls import read_tools
+from localserve.server.chat.plan import ChatPlan, read_effort
 from localserve.server.http import validation as v
 from localserve.server.http.readers import (
     BODY,
-    chat_messages,
-    keep_alive,
-    model_name,
     read_json,
 )
 from localserve.server.http.state import MANAGER, aliases, context_length, model_library
@@ -40,35 +36,9 @@ from localserve.server.turn.run import on_model
 from localserve.server.upstream import forward as upstream
 from localserve.server.upstream import listing
 from localserve.server.upstream.registry import Route
+from localserve.server.wire import openai as wire
 
 EFFORT = "reasoning_effort"
-
-
-def sampling_from(body: v.JSON) -> SamplingParams:
-    """OpenAI's sampling fields, plus llama.cpp's top_k, min_p and repeat_penalty extensions."""
-    if v.integer(body, "n", 1, 1, 1) != 1:
-        raise BadRequest("only n=1 is supported", "n")
-    refuse_logprobs(body)
-    max_tokens = v.integer(body, "max_completion_tokens", None, 1, 1 << 30)
-    if max_tokens is None:
-        max_tokens = v.integer(body, "max_tokens", None, 1, 1 << 30)
-    stop = v.stop_list(body)
-    return SamplingParams(
-        temperature=v.number(body, "temperature", 0.8, 0.0, 2.0),
-        top_p=v.number(body, "top_p", 0.95, 0.0, 1.0),
-        top_k=v.integer(body, "top_k", 40, 0, 1 << 20) or 0,
-        # Absent, the server's default (ONNX's Engine has no min-p: one named there is refused).
-        min_p=None if body.get("min_p") is None else v.number(body, "min_p", 0, 0.0, 1.0),
-        presence_penalty=v.number(body, "presence_penalty", 0.0, -2.0, 2.0),
-        frequency_penalty=v.number(body, "frequency_penalty", 0.0, -2.0, 2.0),
-        repeat_penalty=v.number(body, "repeat_penalty", 1.0, 0.0, 10.0),
-        seed=v.integer(body, "seed", None, -(1 << 63), (1 << 64) - 1),
-        max_tokens=max_tokens,
-        stop=stop,
-        logit_bias=_logit_bias(body),
-        grammar=structured.from_response_format(body),
-        draft_tokens=v.draft_tokens(body),
-    )
 
 
 def _echoed(prompt: Any) -> str:
@@ -79,40 +49,6 @@ def _echoed(prompt: Any) -> str:
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
         raise BadRequest("'echo' needs the prompt as text; token ids are not echoed", "echo")
     return prompt if isinstance(prompt, str) else ""
-
-
-def refuse_logprobs(body: v.JSON) -> None:
-    """Token log-probabilities are not computed here: asking for them is a 400, not an answer
-    that leaves them out. `logprobs: false` and `top_logprobs: 0` ask for none."""
-    for key, none in (("logprobs", False), ("top_logprobs", 0)):
-        value = body.get(key)
-        if value is not None and not (value == none and type(value) is type(none)):
-            raise BadRequest(
-                f"'{key}' is not supported: this server does not return token log-probabilities",
-                key,
-            )
-
-
-def _logit_bias(body: v.JSON) -> tuple[tuple[int, float], ...]:
-    """OpenAI's `{"token id": bias}`, each bias in -100..100 (-100 bans the token); the ids are
-    checked against the model's vocabulary once it is known (check_room)."""
-    value = body.get("logit_bias")
-    if value is None:
-        return ()
-    if not isinstance(value, dict):
-        raise BadRequest("'logit_bias' must be an object of token ids to biases", "logit_bias")
-    out = []
-    for key, bias in value.items():
-        try:
-            token = int(key)
-        except ValueError:
-            raise BadRequest(f"'logit_bias' key {key!r} is not a token id", "logit_bias") from None
-        if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not -100 <= bias <= 100:
-            raise BadRequest(
-                f"'logit_bias' for token {key} must be a number in -100..100", "logit_bias"
-            )
-        out.append((token, float(bias)))
-    return tuple(out)
 
 
 def usage(turn: Answering) -> dict[str, Any]:
@@ -159,14 +95,14 @@ class Generation:
             return await self._collect(turn)
 
     def ask(self, body: v.JSON) -> Ask:
-        name = model_name(body, accept_name=False)
-        self.stream = v.boolean(body, "stream", False)
-        self.include_usage = v.boolean(v.obj(body, "stream_options"), "include_usage", False)
-        params = sampling_from(body)
-        suffix = fim.suffix_of(body, allowed=not self.chat)
+        declared = wire.CHAT_COMPLETION if self.chat else wire.COMPLETION
+        got = declared.read(body)
+        self.stream = got["stream"]
+        self.include_usage = got["stream_options"]["include_usage"]
+        params = declared.sampling(got)
         if not self.chat:
-            prompt = body.get("prompt")
-            self.echo = _echoed(prompt) if v.boolean(body, "echo", False) else ""
+            prompt, suffix = body.get("prompt"), got["suffix"]
+            self.echo = _echoed(prompt) if got["echo"] else ""
 
             async def tokens(
                 model: ResidentModel, _: ChatPlan, params: SamplingParams
@@ -174,24 +110,24 @@ class Generation:
                 return await _encode_prompt(model, prompt, suffix), params
 
             return Ask(
-                name,
+                got["model"],
                 [],
                 params,
-                keep_alive=keep_alive(body),
+                keep_alive=got["keep_alive"],
                 prompt=tokens,
                 prompt_field="prompt",
                 templated=False,
             )
-        effort = read_effort(body.get("reasoning_effort"), "reasoning_effort", EFFORT)
+        effort = read_effort(body.get(EFFORT), EFFORT, EFFORT)
         return Ask(
-            name,
-            chat_messages(body),
+            got["model"],
+            got["messages"],
             params,
-            tools=read_tools(body),
+            tools=got["tools"],
             think=None if effort is None else effort != "none",
             think_field="chat_template_kwargs" if effort is None else EFFORT,
-            keep_alive=keep_alive(body),
-            variables=template_kwargs(body),
+            keep_alive=got["keep_alive"],
+            variables=got["chat_template_kwargs"],
         )
 
     def _envelope(self, turn: Answering, choice: dict[str, Any], chunk: bool) -> v.JSON:

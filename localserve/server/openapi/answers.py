@@ -3,7 +3,7 @@ and our admin's; every property but the optional ones is always there."""
 
 from __future__ import annotations
 
-from localserve.server.openapi.shapes import (
+from localserve.server.wire.shapes import (
     FREE_OBJECT,
     INT,
     NAT,

@@ -5,8 +5,8 @@ are not listed; a body with an unknown field is a 400."""
 from __future__ import annotations
 
 from localserve.server.http.validation import MAX_STOP_CHARS, MAX_STOPS
-from localserve.server.openapi.fields import MODEL, OUTPUT_CAP, PRIORITY, SPECULATIVE
-from localserve.server.openapi.shapes import (
+from localserve.server.wire.fields import MODEL, OUTPUT_CAP, PRIORITY, SPECULATIVE
+from localserve.server.wire.shapes import (
     FREE_OBJECT,
     NAT,
     NULL,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from localserve.server.batches.lines import ENDPOINTS, WINDOWS
-from localserve.server.openapi.shapes import (
+from localserve.server.wire.shapes import (
     INT,
     NAT,
     NULL,

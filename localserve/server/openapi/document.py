@@ -23,7 +23,8 @@ from localserve.server.openapi.anthropic import ANTHROPIC_ANSWERS, ANTHROPIC_REQ
 from localserve.server.openapi.batches import BATCH_SCHEMAS, batch_paths
 from localserve.server.openapi.requests import REQUESTS
 from localserve.server.openapi.responses import RESPONSES_ANSWERS, RESPONSES_REQUESTS
-from localserve.server.openapi.shapes import FREE_OBJECT, Schema, ref
+from localserve.server.wire.bodies import DECLARED
+from localserve.server.wire.shapes import FREE_OBJECT, Schema, ref
 
 OPENAI, OLLAMA, ANTHROPIC = "OpenAIError", "OllamaError", "AnthropicError"
 SSE, NDJSON = "text/event-stream", "application/x-ndjson"
@@ -357,6 +358,7 @@ DOCUMENT: dict[str, Any] = {
     "components": {
         "schemas": {
             **REQUESTS,
+            **{body.name: body.schema() for body in DECLARED},
             **ANSWERS,
             **ANTHROPIC_REQUESTS,
             **ANTHROPIC_ANSWERS,

@@ -7,25 +7,18 @@ are ignored by the handlers, so no object here forbids more properties.
 
 from __future__ import annotations
 
-from localserve.server.openapi.fields import (
-    EFFORT,
+from localserve.server.wire.fields import (
     KEEP_ALIVE,
     MESSAGE,
-    MESSAGES,
     MODEL,
     MODEL_OR_NAME,
     NAMED,
-    OLLAMA_COMMON,
-    OPENAI_SAMPLING,
     PENALTIES,
     PRIORITY,
     STOP,
-    TEMPLATE_KWARGS,
     TOKEN_IDS,
-    TOOL_FIELDS,
 )
-from localserve.server.openapi.shapes import (
-    NAT,
+from localserve.server.wire.shapes import (
     STRING,
     Schema,
     array,
@@ -35,7 +28,6 @@ from localserve.server.openapi.shapes import (
     number,
     obj,
     one_of,
-    ref,
     text,
 )
 
@@ -43,33 +35,6 @@ from localserve.server.openapi.shapes import (
 
 REQUESTS: dict[str, Schema] = {
     "Message": MESSAGE,
-    "ChatCompletionRequest": obj(
-        {
-            "model": MODEL,
-            "messages": MESSAGES,
-            **OPENAI_SAMPLING,
-            **TOOL_FIELDS,
-            "chat_template_kwargs": TEMPLATE_KWARGS,
-            "reasoning_effort": {
-                **EFFORT,
-                "description": f"{EFFORT['description']}; a level other than none is a 400 "
-                "with a model that does not think",
-            },
-        },
-        ("model", "messages"),
-    ),
-    "CompletionRequest": obj(
-        {
-            "model": MODEL,
-            "prompt": one_of(STRING, array(STRING, minItems=1, maxItems=1), TOKEN_IDS),
-            "suffix": text(
-                "fill in the middle between prompt and suffix (a model with FIM tokens)"
-            ),
-            "echo": boolean(False, "the answer's text starts with the prompt's (a text prompt)"),
-            **OPENAI_SAMPLING,
-        },
-        ("model", "prompt"),
-    ),
     "OpenAIEmbeddingRequest": obj(
         {
             "model": MODEL,
@@ -94,28 +59,6 @@ REQUESTS: dict[str, Schema] = {
     ),
     "EmbeddingsRequest": obj(
         {"model": MODEL, "prompt": text("empty: only load the model"), "keep_alive": KEEP_ALIVE},
-        ("model",),
-    ),
-    "GenerateRequest": obj(
-        {
-            **OLLAMA_COMMON,
-            "prompt": text(
-                "no prompt, context nor suffix: only load (or, with keep_alive 0, unload)"
-            ),
-            "suffix": text(),
-            "system": text(),
-            "template": text("a Go template: .System, .Prompt"),
-            "raw": boolean(False),
-            "context": nullable(array(NAT)),
-        },
-        ("model",),
-    ),
-    "ChatRequest": obj(
-        {
-            **OLLAMA_COMMON,
-            **TOOL_FIELDS,
-            "messages": nullable(array(ref("Message"), description="none: only load or unload")),
-        },
         ("model",),
     ),
     "InfillRequest": obj(

@@ -4,8 +4,8 @@ body with an unknown field is a 400."""
 
 from __future__ import annotations
 
-from localserve.server.openapi.fields import EFFORT, MODEL, OUTPUT_CAP, PRIORITY, SPECULATIVE
-from localserve.server.openapi.shapes import (
+from localserve.server.wire.fields import EFFORT, MODEL, OUTPUT_CAP, PRIORITY, SPECULATIVE
+from localserve.server.wire.shapes import (
     FREE_OBJECT,
     INT,
     NAT,

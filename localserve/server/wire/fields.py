@@ -6,7 +6,7 @@ from __future__ import annotations
 from localserve.server.chat.plan import EFFORTS
 from localserve.server.http.readers import ROLES
 from localserve.server.http.validation import MAX_STOP_CHARS, MAX_STOPS
-from localserve.server.openapi.shapes import (
+from localserve.server.wire.shapes import (
     FREE_OBJECT,
     NAT,
     STRING,
@@ -154,58 +154,6 @@ OUTPUT_CAP = 'at most; one above the room the prompt leaves is clamped to it, en
 # onnxruntime-genai's Engine samples without these (backends/onnx_genai.py engine_lacks).
 ENGINE_LACKS = "a 400 on an ONNX model that onnxruntime-genai's Engine runs (not our own rows)"
 
-OPENAI_SAMPLING = {
-    "n": integer(1, 1, 1, "only 1"),
-    "max_tokens": integer(1, 1 << 30, doc=OUTPUT_CAP),
-    "max_completion_tokens": integer(1, 1 << 30, doc="max_tokens' newer name, which wins"),
-    "logit_bias": nullable(
-        {
-            "type": "object",
-            "propertyNames": {"pattern": "^[0-9]+$"},
-            "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100},
-            "description": "a bias for each token id (below the vocabulary size); -100 bans it",
-        }
-    ),
-    "stop": STOP,
-    "temperature": number(0, 2, 0.8),
-    "top_p": number(0, 1, 0.95),
-    "top_k": integer(0, 1 << 20, 40),
-    "min_p": number(0, 1, 0.05, ENGINE_LACKS),
-    **{key: number(-2, 2, 0, ENGINE_LACKS) for key in PENALTIES},
-    "repeat_penalty": number(0, 10, 1),
-    "seed": integer(*SEED, doc=f"{ENGINE_LACKS}, unless greedy or batched dynamically"),
-    "response_format": RESPONSE_FORMAT,
-    "stream": boolean(False),
-    "stream_options": nullable(obj({"include_usage": boolean(False)})),
-    "keep_alive": KEEP_ALIVE,
-    "speculative": SPECULATIVE,
-    "priority": PRIORITY,
-}
-OLLAMA_OPTIONS = nullable(
-    obj(
-        {
-            "num_predict": integer(-2, NO_LIMIT, -1, "-1: until the window is full; -2: fill it"),
-            "num_ctx": integer(
-                1,
-                NO_LIMIT,
-                doc="up to a slot's context; above it, runs in that (X-Localserve-Context says so)",
-            ),
-            "num_keep": integer(-1, NO_LIMIT, 4),
-            "seed": integer(*SEED, -1, f"{ENGINE_LACKS}, unless greedy or batched dynamically"),
-            "temperature": number(0, 10, 0.8),
-            "top_k": integer(0, NO_LIMIT, 40),
-            "top_p": number(0, 1, 0.9),
-            "min_p": number(0, 1, 0, ENGINE_LACKS),
-            "repeat_last_n": integer(-1, NO_LIMIT, 64),
-            "repeat_penalty": number(0, 10, 1.1),
-            **{key: number(-2, 2, 0, ENGINE_LACKS) for key in PENALTIES},
-            "stop": STOP,
-            "num_gpu": integer(-1, NO_LIMIT, -1, "layers on a GPU; -1 leaves it to placement"),
-            "main_gpu": integer(0, 255, doc="which GPU, 0 first"),
-            "speculative": SPECULATIVE,
-        }
-    )
-)
 OLLAMA_FORMAT = one_of(
     {"enum": ["json", ""]},
     FREE_OBJECT,
@@ -213,12 +161,3 @@ OLLAMA_FORMAT = one_of(
     description='"json", or a JSON Schema the answer follows',
 )
 THINK = one_of({"type": "boolean"}, {"enum": ["high", "medium", "low"]}, {"type": "null"})
-OLLAMA_COMMON = {
-    "model": MODEL,
-    "stream": boolean(True),
-    "format": OLLAMA_FORMAT,
-    "options": OLLAMA_OPTIONS,
-    "think": THINK,
-    "keep_alive": KEEP_ALIVE,
-    "priority": PRIORITY,
-}

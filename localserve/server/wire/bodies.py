@@ -1,0 +1,13 @@
+"""Every declared wire body, which /openapi.json's components are written from."""
+
+from __future__ import annotations
+
+from localserve.server.wire import ollama, openai
+from localserve.server.wire.declare import Body
+
+DECLARED: tuple[Body, ...] = (
+    openai.CHAT_COMPLETION,
+    openai.COMPLETION,
+    ollama.GENERATE,
+    ollama.CHAT,
+)
