@@ -31,55 +31,85 @@ from dataclasses import dataclass
 from typing import Any
 
 from localserve.ground.errors import BadRequest
-from localserve.ground.sampling import SamplingParams
+from localserve.server.anthropic import schemas as s
 from localserve.server.chat import structured
 from localserve.server.chat.tool_calls import read_tools
 from localserve.server.http import validation as v
 from localserve.server.http.readers import model_name
 from localserve.server.turn.ask import Ask
+from localserve.server.wire import shapes
+from localserve.server.wire.declare import Body, Field, boolean, integer, number
 
 BILLING_HEADER = "x-anthropic-billing-header:"
-NO_EFFECT = {
-    "metadata": "object",
-    "cache_control": "object",
-    "context_management": "object",
-    "service_tier": "string",
-    "speed": "string",
-    "inference_geo": "string",
-    "diagnostics": "object",
-    "user_profile_id": "string",
-    "workspace_id": "string",
+
+
+def _max_tokens(body: v.JSON, key: str) -> int:
+    n = v.integer(body, key, None, 1, 1 << 30)
+    if n is None:
+        raise BadRequest("'max_tokens' is required", key)
+    return n
+
+
+def _thinking_of(counting: bool) -> Field:
+    def read(body: v.JSON, key: str) -> tuple[bool | None, bool, bool, int | None]:
+        cap = None if counting else v.integer(body, "max_tokens", None, 1, 1 << 30)
+        return _thinking(v.obj(body, key), cap)
+
+    return Field(s.A_THINKING_CONFIG, read)
+
+
+def _no_effect(kind: str) -> Field:
+    """Accepted and of its kind, with no effect here."""
+    if kind == "object":
+        return Field(s.NO_EFFECT, v.obj)
+    return Field(shapes.text("accepted; no effect here"), v.string)
+
+
+# What both read, count_tokens too: the prompt's parts.
+PROMPT = {
+    "cache_control": Field(s.CACHE_CONTROL, v.obj),
+    "context_management": _no_effect("object"),
+    "system": Field(s.A_PROMPT["system"], lambda body, key: _system(body.get(key))),
+    "messages": Field(s.A_PROMPT["messages"], lambda body, key: _messages(body.get(key))),
 }
-READ = frozenset(
+TOOLS = {
+    "output_config": Field(
+        s.A_PROMPT["output_config"], lambda body, key: _format(v.obj(body, key)), "grammar"
+    ),
+    "tools": Field(s.A_PROMPT["tools"], lambda body, _: _tools(body)),
+    "tool_choice": Field(s.A_PROMPT["tool_choice"]),  # read with the tools
+    "model": Field(s.MODEL, lambda body, _: model_name(body, accept_name=False)),
+}
+MESSAGES = Body(
+    "MessagesRequest",
     {
-        "model",
-        "messages",
-        "system",
-        "max_tokens",
-        "stop_sequences",
-        "temperature",
-        "top_p",
-        "top_k",
-        "stream",
-        "tools",
-        "tool_choice",
-        "thinking",
-        "output_config",
-    }
+        **{k: _no_effect("object") for k in ("metadata", "diagnostics")},
+        **{
+            k: _no_effect("string")
+            for k in ("service_tier", "speed", "inference_geo", "user_profile_id", "workspace_id")
+        },
+        **PROMPT,
+        "max_tokens": Field(
+            shapes.integer(1, 1 << 30, doc=s.OUTPUT_CAP), _max_tokens, "max_tokens"
+        ),
+        "thinking": _thinking_of(counting=False),
+        "temperature": number(0, 1, 0.8, to="temperature"),
+        "top_p": number(0, 1, 0.95, to="top_p"),
+        "top_k": integer(0, 1 << 20, 40, to="top_k"),
+        "stop_sequences": Field(s.STOP_SEQUENCES, v.stop_list, "stop"),
+        "speculative": Field(s.SPECULATIVE, v.draft_tokens, "draft_tokens"),
+        **TOOLS,
+        "stream": boolean(False),
+        "priority": Field(s.PRIORITY),  # read with every face's (server/http/priority.py)
+    },
+    ("model", "messages", "max_tokens"),
+    closed=True,
 )
-# What count_tokens takes: the prompt's parts, without the sampling.
-COUNTED = frozenset(
-    {
-        "model",
-        "messages",
-        "system",
-        "tools",
-        "tool_choice",
-        "thinking",
-        "output_config",
-        "cache_control",
-        "context_management",
-    }
+COUNT_TOKENS = Body(
+    "CountTokensRequest",
+    {**PROMPT, "thinking": _thinking_of(counting=True), **TOOLS},
+    ("model", "messages"),
+    closed=True,
 )
 
 
@@ -92,35 +122,19 @@ class MessagesRequest:
 
 def read_request(body: v.JSON, counting: bool = False) -> MessagesRequest:
     """A /v1/messages body (or /v1/messages/count_tokens's, `counting`) as a chat turn."""
-    known = COUNTED if counting else READ | set(NO_EFFECT)
-    unknown = sorted(set(body) - known)
-    if unknown:
-        raise BadRequest(f"'{unknown[0]}' is not supported here", unknown[0])
-    v.accepted(body, NO_EFFECT)
-    messages = _system(body.get("system")) + _messages(body.get("messages"))
-    max_tokens = None if counting else v.integer(body, "max_tokens", None, 1, 1 << 30)
-    if max_tokens is None and not counting:
-        raise BadRequest("'max_tokens' is required", "max_tokens")
-    think, think_if_able, show, budget = _thinking(v.obj(body, "thinking"), max_tokens)
-    params = SamplingParams(
-        temperature=v.number(body, "temperature", 0.8, 0.0, 1.0),
-        top_p=v.number(body, "top_p", 0.95, 0.0, 1.0),
-        top_k=v.integer(body, "top_k", 40, 0, 1 << 20) or 0,
-        max_tokens=max_tokens,
-        stop=v.stop_list(body, "stop_sequences"),
-        grammar=_format(v.obj(body, "output_config")),
-        draft_tokens=v.draft_tokens(body),
-    )
+    declared = COUNT_TOKENS if counting else MESSAGES
+    got = declared.read(body)
+    think, think_if_able, show, budget = got["thinking"]
     ask = Ask(
-        model_name(body, accept_name=False),
-        messages,
-        params,
-        _tools(body),
+        got["model"],
+        got["system"] + got["messages"],
+        declared.sampling(got),
+        got["tools"],
         think,
         think_if_able=think_if_able,
         thinking_budget=budget,
     )
-    return MessagesRequest(ask, v.boolean(body, "stream", False), show)
+    return MessagesRequest(ask, got.get("stream", False), show)
 
 
 # -- the prompt --------------------------------------------------------------------------------

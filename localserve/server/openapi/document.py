@@ -19,10 +19,10 @@ from aiohttp import web
 from localserve import __version__
 from localserve.server.http import guard
 from localserve.server.openapi.answers import ANSWERS
-from localserve.server.openapi.anthropic import ANTHROPIC_ANSWERS, ANTHROPIC_REQUESTS
+from localserve.server.openapi.anthropic import ANTHROPIC_ANSWERS
 from localserve.server.openapi.batches import BATCH_SCHEMAS, batch_paths
 from localserve.server.openapi.requests import REQUESTS
-from localserve.server.openapi.responses import RESPONSES_ANSWERS, RESPONSES_REQUESTS
+from localserve.server.openapi.responses import RESPONSES_ANSWERS
 from localserve.server.wire.bodies import DECLARED
 from localserve.server.wire.shapes import FREE_OBJECT, Schema, ref
 
@@ -360,9 +360,7 @@ DOCUMENT: dict[str, Any] = {
             **REQUESTS,
             **{body.name: body.schema() for body in DECLARED},
             **ANSWERS,
-            **ANTHROPIC_REQUESTS,
             **ANTHROPIC_ANSWERS,
-            **RESPONSES_REQUESTS,
             **RESPONSES_ANSWERS,
             **BATCH_SCHEMAS,
             "Empty": {"type": "object"},

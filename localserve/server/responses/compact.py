@@ -20,7 +20,7 @@ from aiohttp import web
 
 from localserve.server.http.readers import read_json
 from localserve.server.responses.api import usage_of
-from localserve.server.responses.request import read_request
+from localserve.server.responses.request import COMPACT, read_request
 from localserve.server.turn.run import on_model, run_turn
 from localserve.server.upstream import agent_translate
 from localserve.server.upstream.registry import Route
@@ -36,7 +36,7 @@ SUMMARY_TOKENS = 2048
 
 async def compact(request: web.Request, target: Route | None) -> web.Response:
     body = await read_json(request)
-    req = read_request({k: v for k, v in body.items() if k != "previous_response_id"})
+    req = read_request(body, COMPACT)
     ask = req.ask
     messages = list(ask.messages)
     if messages and messages[-1]["role"] == "user":  # templates that insist turns alternate

@@ -33,46 +33,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localserve.ground.errors import BadRequest
-from localserve.ground.sampling import Grammar, SamplingParams
+from localserve.ground.sampling import Grammar
 from localserve.server.chat import structured
 from localserve.server.chat.plan import read_effort
 from localserve.server.chat.tool_calls import read_tools
 from localserve.server.http import bounded_json
 from localserve.server.http import validation as v
 from localserve.server.http.readers import model_name, text_content
+from localserve.server.responses import schemas as s
 from localserve.server.turn.ask import Ask
+from localserve.server.wire import shapes
+from localserve.server.wire.declare import Body, Field, boolean, integer, number, text
 
-NO_EFFECT = {
-    "include": "strings",
-    "prompt_cache_key": "string",
-    "prompt_cache_retention": "string",
-    "client_metadata": "object",
-    "metadata": "object",
-    "user": "string",
-    "safety_identifier": "string",
-    "service_tier": "string",
-    "stream_options": "object",
-}
-READ = frozenset(
-    {
-        "model",
-        "input",
-        "instructions",
-        "tools",
-        "tool_choice",
-        "parallel_tool_calls",
-        "max_output_tokens",
-        "temperature",
-        "top_p",
-        "text",
-        "reasoning",
-        "store",
-        "previous_response_id",
-        "stream",
-        "truncation",
-        "top_logprobs",
-    }
-)
 # Tools whose calls are not function calls: left out, never offered to the model.
 NOT_OFFERED = frozenset(
     {
@@ -114,47 +86,110 @@ class ResponsesRequest:
         return self.namespaced.get(qualified, (None, qualified))
 
 
-def read_request(body: v.JSON) -> ResponsesRequest:
-    unknown = sorted(set(body) - READ - set(NO_EFFECT))
-    if unknown:
-        raise BadRequest(f"'{unknown[0]}' is not supported here", unknown[0])
-    v.accepted(body, NO_EFFECT)
-    if v.string(body, "truncation") not in (None, "disabled"):
+def _include(body: v.JSON, key: str) -> list[str]:
+    include = v.strings(body, key)
+    if "message.output_text.logprobs" in include:
+        raise BadRequest("'include' asks for logprobs, which this server does not return", key)
+    return include
+
+
+def _truncation(body: v.JSON, key: str) -> None:
+    if v.string(body, key) not in (None, "disabled"):
         raise BadRequest(
             "only 'truncation': 'disabled' is supported: a prompt longer than the "
             "context is refused",
-            "truncation",
+            key,
         )
-    if v.integer(body, "top_logprobs", 0, 0, 20):
+
+
+def _top_logprobs(body: v.JSON, key: str) -> None:
+    if v.integer(body, key, 0, 0, 20):
         raise BadRequest(
             "'top_logprobs' is not supported: this server does not return token log-probabilities",
-            "top_logprobs",
+            key,
         )
-    if "message.output_text.logprobs" in v.strings(body, "include"):
-        raise BadRequest(
-            "'include' asks for logprobs, which this server does not return", "include"
-        )
-    instructions = v.string(body, "instructions")
-    messages = _input(body.get("input"))
-    reasoning = v.obj(body, "reasoning")
-    effort = read_effort(reasoning.get("effort"), "reasoning.effort", "reasoning")
+
+
+def _reasoning(body: v.JSON, key: str) -> tuple[str | None, str | None]:
+    """(effort, summary)."""
+    reasoning = v.obj(body, key)
+    effort = read_effort(reasoning.get("effort"), "reasoning.effort", key)
     summary = v.string(reasoning, "summary")
     if summary not in (None, "auto", "concise", "detailed"):
-        raise BadRequest("'reasoning.summary' must be auto, concise or detailed", "reasoning")
-    params = SamplingParams(
-        temperature=v.number(body, "temperature", 0.8, 0.0, 2.0),
-        top_p=v.number(body, "top_p", 0.95, 0.0, 1.0),
-        max_tokens=v.integer(body, "max_output_tokens", None, 1, 1 << 30),
-        grammar=_format(v.obj(body, "text")),
-        draft_tokens=v.draft_tokens(body),
-    )
-    system = [{"role": "system", "content": instructions}] if instructions else []
+        raise BadRequest("'reasoning.summary' must be auto, concise or detailed", key)
+    return effort, summary
+
+
+def _tools_read(body: v.JSON, _: str) -> tuple[Any, dict[str, tuple[str, str]]]:
     namespaced: dict[str, tuple[str, str]] = {}
-    tools = _tools(body, namespaced)
+    return _tools(body, namespaced), namespaced
+
+
+_NO_EFFECT = shapes.text("accepted; no effect here")
+FIELDS: dict[str, Field] = {
+    "include": Field(
+        shapes.nullable(shapes.array(shapes.STRING, description="accepted; no effect here")),
+        _include,
+    ),
+    **{
+        key: Field(_NO_EFFECT, v.string)
+        for key in (
+            "prompt_cache_key",
+            "prompt_cache_retention",
+            "user",
+            "safety_identifier",
+            "service_tier",
+        )
+    },
+    **{
+        key: Field(s.NO_EFFECT_OBJECT, v.obj)
+        for key in ("client_metadata", "metadata", "stream_options")
+    },
+    "truncation": Field(shapes.nullable({"const": "disabled"}), _truncation),
+    "top_logprobs": Field(shapes.integer(0, 0, 0, "none are returned"), _top_logprobs),
+    "instructions": text("this request's system message"),
+    "input": Field(s.INPUT, lambda body, key: _input(body.get(key))),
+    "reasoning": Field(s.REASONING, _reasoning),
+    "temperature": number(0, 2, 0.8, to="temperature"),
+    "top_p": number(0, 1, 0.95, to="top_p"),
+    "max_output_tokens": integer(1, 1 << 30, doc=s.OUTPUT_CAP, to="max_tokens"),
+    "text": Field(s.TEXT, lambda body, key: _format(v.obj(body, key)), "grammar"),
+    "speculative": Field(s.SPECULATIVE, v.draft_tokens, "draft_tokens"),
+    "tools": Field(shapes.nullable(shapes.array(s.R_TOOL)), _tools_read),
+    "tool_choice": Field(s.TOOL_CHOICE),  # read with the tools
+    "parallel_tool_calls": Field(shapes.boolean(True)),  # read with the tools
+    "model": Field(s.MODEL, lambda body, _: model_name(body, accept_name=False)),
+    "stream": boolean(False),
+    "store": boolean(True, "keep it for previous_response_id"),
+    "previous_response_id": text("a stored response to continue"),
+    "priority": Field(s.PRIORITY),  # read with every face's (server/http/priority.py)
+}
+RESPONSES = Body("ResponsesRequest", FIELDS, ("model", "input"), closed=True)
+# A compaction continues no stored response: its input is the whole conversation.
+COMPACT = Body(
+    "CompactRequest",
+    {
+        **FIELDS,
+        "previous_response_id": Field(shapes.text("accepted; no effect here"), v.string),
+        "max_output_tokens": integer(
+            1, 1 << 30, doc="the summary's cap (default 2048)", to="max_tokens"
+        ),
+    },
+    ("model", "input"),
+    closed=True,
+)
+
+
+def read_request(body: v.JSON, declared: Body = RESPONSES) -> ResponsesRequest:
+    got = declared.read(body)
+    effort, summary = got["reasoning"]
+    instructions = got["instructions"]
+    system = [{"role": "system", "content": instructions}] if instructions else []
+    tools, namespaced = got["tools"]
     ask = Ask(
-        model_name(body, accept_name=False),
-        system + messages,
-        params,
+        got["model"],
+        system + got["input"],
+        declared.sampling(got),
         tools,
         think=False if effort == "none" else None,
         think_if_able=effort not in (None, "none"),
@@ -162,11 +197,11 @@ def read_request(body: v.JSON) -> ResponsesRequest:
     echo = {key: body.get(key) for key in ("tools", "tool_choice", "metadata", "reasoning")}
     return ResponsesRequest(
         ask,
-        messages,
+        got["input"],
         instructions,
-        v.boolean(body, "stream", False),
-        v.boolean(body, "store", True),
-        v.string(body, "previous_response_id") or None,
+        got["stream"],
+        got["store"],
+        got.get("previous_response_id") or None,
         summary is not None,
         echo,
         namespaced,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from localserve.server.anthropic import request as anthropic
+from localserve.server.responses import request as responses
 from localserve.server.wire import ollama, openai
 from localserve.server.wire.declare import Body
 
@@ -10,4 +12,8 @@ DECLARED: tuple[Body, ...] = (
     openai.COMPLETION,
     ollama.GENERATE,
     ollama.CHAT,
+    anthropic.MESSAGES,
+    anthropic.COUNT_TOKENS,
+    responses.RESPONSES,
+    responses.COMPACT,
 )

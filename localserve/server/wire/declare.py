@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import SamplingParams
 from localserve.server.http import validation as v
 from localserve.server.wire import shapes
@@ -70,13 +71,18 @@ class Body:
     fields: Mapping[str, Field]
     required: tuple[str, ...] = ()
     more: Mapping[str, Any] = field(default_factory=dict)
+    closed: bool = False  # a field it does not declare is a 400, not ignored
 
     def schema(self) -> Schema:
         properties = {key: f.schema for key, f in self.fields.items()}
-        return shapes.obj(properties, self.required, **self.more)
+        more = {**self.more, "additionalProperties": False} if self.closed else self.more
+        return shapes.obj(properties, self.required, **more)
 
     def read(self, body: JSON) -> dict[str, Any]:
         """Every field's value as its reader gives it (its default where the body has none)."""
+        unknown = sorted(set(body) - set(self.fields)) if self.closed else []
+        if unknown:
+            raise BadRequest(f"'{unknown[0]}' is not supported here", unknown[0])
         return {key: f.read(body, key) for key, f in self.fields.items() if f.read is not None}
 
     def sampling(self, got: Mapping[str, Any], **more: Any) -> SamplingParams:

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from localserve.ground.errors import BadRequest
+from localserve.server.anthropic import request as anthropic
+from localserve.server.anthropic.request import read_request
 from localserve.server.ollama import generate
 from localserve.server.openai import completions
 from localserve.server.openapi.document import DOCUMENT
@@ -76,3 +78,26 @@ def test_ollama_options_read_in_our_terms() -> None:
         0.5,
         1.1,
     )
+
+
+@pytest.mark.parametrize("body", [b for b in DECLARED if b.closed], ids=lambda b: b.name)
+def test_a_closed_body_takes_every_field_its_document_lists_and_refuses_others(
+    body: Body,
+) -> None:
+    minimal = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "input": "hi",
+        "max_tokens": 5,
+    }
+    minimal = {k: v for k, v in minimal.items() if k in body.fields}
+    for key in DOCUMENT["components"]["schemas"][body.name]["properties"]:
+        body.read({key: None, **minimal})
+    with pytest.raises(BadRequest, match="'unheard_of' is not supported here"):
+        body.read({**minimal, "unheard_of": 1})
+
+
+def test_anthropic_messages_take_speculative_and_priority_as_the_document_says() -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}
+    req = read_request({**body, "speculative": 2, "priority": "background"})
+    assert req.ask.params.draft_tokens == 2
