@@ -21,7 +21,7 @@ import numpy as np
 from aiohttp import web
 
 from localserve.engine.residency.placement import AUTO
-from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.worker_client.resident import ResidentModel
 from localserve.ground.errors import BadRequest, ContextOverflow
 from localserve.server.http import request_log
 from localserve.server.http import validation as v

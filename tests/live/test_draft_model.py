@@ -13,7 +13,7 @@ from localserve.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
 from localserve.engine.batching.draft_model import DraftModel
 from localserve.engine.batching.scheduler import Scheduler
 from localserve.engine.batching.sequence import Sequence
-from localserve.engine.workers.chat_template import ChatTemplate
+from localserve.engine.worker_client.chat_template import ChatTemplate
 from localserve.ground.errors import LoadFailed
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.step import StepPlan

@@ -4,8 +4,8 @@ each format is sized before it loads.
 The manager decides residency (what to load, what to evict, when); a `Loader` sizes a model
 before it loads, makes it resident on a device so that it steps, and frees it again. The manager
 never sees a backend being built, a device loop, or a file format. `WorkerLoader`
-(engine/workers/supervisor.py) runs every device's models in an engine worker process of its
-own; inside the worker, `build_model` (engine/worker/runtimes.py) makes them. Tests hand the
+(engine/worker_client/supervisor.py) runs every device's models in an engine worker process of its
+own; inside the worker, `build_model` (engine/worker_process/runtimes.py) makes them. Tests hand the
 manager a fake loader, so every residency rule runs in milliseconds.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from localserve.engine.residency.placement import Placement
-from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.worker_client.resident import ResidentModel
 from localserve.formats import MemoryEstimate
 from localserve.formats.errors import refused_as_load_failure
 from localserve.formats.gguf import check_gguf, layered
@@ -167,7 +167,7 @@ def _estimate_onnx(ref: ModelRef, s: Settings, room: int | None) -> LayeredEstim
 
 
 # One entry per format of localserve.formats.FORMATS that the engine can run; the worker builds
-# them (engine/worker/runtimes.py).
+# them (engine/worker_process/runtimes.py).
 _ESTIMATES: dict[str, Callable[[ModelRef, Settings, int | None], LayeredEstimate]] = {
     "gguf": _estimate_gguf,
     "onnx": _estimate_onnx,

@@ -24,7 +24,7 @@ from localserve.engine.residency.per_model import aliased, output_cap, with_draf
 from localserve.engine.residency.placement import AUTO, Pin, Placement, place
 from localserve.engine.residency.pools import MemoryPool, device_pools, summary
 from localserve.engine.residency.tally import ResidencyTally
-from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.worker_client.resident import ResidentModel
 from localserve.ground.errors import BadRequest, DoesNotFit
 from localserve.ground.model import ModelRef
 from localserve.ground.settings import Settings
@@ -73,7 +73,7 @@ class ModelManager:
     def for_settings(cls, settings: Settings) -> ModelManager:
         """The daemon's manager (call on its event loop): the store's library, and models run
         in one engine worker process per device."""
-        from localserve.engine.workers.supervisor import WorkerLoader
+        from localserve.engine.worker_client.supervisor import WorkerLoader
 
         pools = device_pools(find_devices(), settings.memory_budget)
         log.info("memory pools: %s", summary(pools))

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from localserve.engine.residency.placement import Pin
 from localserve.engine.residency.pools import CPU
-from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.worker_client.resident import ResidentModel
 from localserve.formats.memory import sum_estimates
 from localserve.ground.errors import BadRequest, ModelNotFound
 from localserve.ground.units import UNSET, parameter_size

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.worker_client.resident import ResidentModel
 from localserve.ground.call_formats import CallFormat, call_format, thinks
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import SamplingParams

@@ -7,7 +7,7 @@ and give their memory back, and the next load starts a new worker after a bounde
 worker that dies twice at the same point (the same models, soon after it started) is not
 restarted in a loop: the device is marked failed, with the reason, for /health and `status`.
 
-Before a device's first load, the probe (engine/workers/probe.py) finds which llama.cpp
+Before a device's first load, the probe (engine/worker_client/probe.py) finds which llama.cpp
 configuration survives a decode there, once per build and CPU.
 """
 
@@ -27,10 +27,10 @@ import msgspec
 
 from localserve.engine.residency.loader import LostModels, layered_estimate
 from localserve.engine.residency.placement import Placement
-from localserve.engine.workers.connection import WorkerProcess, worker_env
-from localserve.engine.workers.probe import extra_bufts_verdict
-from localserve.engine.workers.remote import RemoteRunner
-from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.worker_client.connection import WorkerProcess, worker_env
+from localserve.engine.worker_client.probe import extra_bufts_verdict
+from localserve.engine.worker_client.remote import RemoteRunner
+from localserve.engine.worker_client.resident import ResidentModel
 from localserve.formats.offload import LayeredEstimate
 from localserve.ground import messages as m
 from localserve.ground.errors import EngineStopped

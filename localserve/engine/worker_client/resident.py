@@ -1,5 +1,5 @@
 """A model that is loaded and servable: its facts, its chat template, and the runner it
-generates and embeds on (engine/workers/runner.py)."""
+generates and embeds on (engine/worker_client/runner.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from localserve.engine.residency.placement import Placement
-from localserve.engine.workers.chat_template import ChatTemplate
-from localserve.engine.workers.runner import Runner
-from localserve.engine.workers.stream import RequestStream
+from localserve.engine.worker_client.chat_template import ChatTemplate
+from localserve.engine.worker_client.runner import Runner
+from localserve.engine.worker_client.stream import RequestStream
 from localserve.ground.errors import BadRequest
 from localserve.ground.model import ModelInfo
 from localserve.ground.sampling import SamplingParams

@@ -2,7 +2,7 @@
 
 import pytest
 
-from localserve.engine.workers.chat_template import ChatTemplate
+from localserve.engine.worker_client.chat_template import ChatTemplate
 from localserve.ground.errors import BadRequest
 
 # The shape of CVE-2024-34359: a template that walks Python internals to reach os.popen.
