@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from localserve.engine.residency.placement import Placement
 from localserve.engine.worker_client.chat_template import ChatTemplate
+from localserve.engine.worker_client.placement import Placement
 from localserve.engine.worker_client.runner import Runner
 from localserve.engine.worker_client.stream import RequestStream
 from localserve.ground.errors import BadRequest
