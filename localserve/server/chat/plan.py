@@ -15,6 +15,7 @@ from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import SamplingParams
 from localserve.server.chat import tool_calls
 from localserve.server.chat.answer_parser import THINK_OPEN, AnswerParser
+from localserve.server.chat.template import template_for
 from localserve.server.chat.tool_calls import ToolRequest
 
 
@@ -52,7 +53,7 @@ class ChatPlan:
                 messages = tool_calls.with_generic_prompt(messages, self.tools)
         if self.think is not None:
             variables["enable_thinking"] = self.think
-        text = self.model.render_chat(messages, **variables)
+        text = template_for(self.model).render(messages, add_generation_prompt=True, **variables)
         self.thinking_open = self.thinks and text.rstrip().endswith(THINK_OPEN)
         return text
 
