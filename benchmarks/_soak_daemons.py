@@ -39,7 +39,7 @@ def label(pid: int) -> str:
     except OSError:
         return "gone"
     args = [a.decode(errors="replace") for a in argv if a]
-    if "localserve.engine.worker.main" in args:
+    if "localserve.engine.worker_process.main" in args:
         device = args[args.index("--device") + 1] if "--device" in args else "?"
         return f"worker {device}"
     return " ".join(Path(a).name for a in args[:3])

@@ -39,7 +39,7 @@ from benchmarks._common import (
     serve_command,
     stream_chat,
 )
-from localserve.engine.residency.loader import layered_estimate
+from localserve.engine.worker_client.sizing import layered_estimate
 from localserve.formats.gguf import PAD
 from localserve.ground.model import ModelRef
 from localserve.ground.settings import Settings

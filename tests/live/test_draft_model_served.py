@@ -11,7 +11,7 @@ from dataclasses import replace
 import openai
 import pytest
 
-from localserve.engine.residency.loader import estimate_load
+from localserve.engine.worker_client.sizing import estimate_load
 from localserve.ground.settings import Settings
 from localserve.store.resolve import resolve
 from tests.support.daemons import get_json

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from localserve.engine.residency.loader import layered_estimate
+from localserve.engine.worker_client.sizing import layered_estimate
 from localserve.ground.settings import Settings
 from localserve.store.resolve import resolve
 from tests.support.cli_support import cli_env, localserve

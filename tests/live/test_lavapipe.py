@@ -19,9 +19,9 @@ from typing import Any
 import ollama
 import pytest
 
-from localserve.engine.residency.loader import layered_estimate
 from localserve.engine.residency.placement import most_layers
 from localserve.engine.residency.pools import MemoryPool
+from localserve.engine.worker_client.sizing import layered_estimate
 from localserve.ground.settings import Settings
 from localserve.store.resolve import resolve
 from tests.support import prerequisites, vulkan_support

@@ -18,10 +18,10 @@ from localserve.backends.base import TurnEnd, TurnEvent
 from localserve.engine.batching.batcher import Batcher, Embedder
 from localserve.engine.batching.embedding import EmbeddingJob
 from localserve.engine.batching.sequence import Sequence
-from localserve.engine.residency.placement import Placement
 from localserve.engine.residency.pools import MemoryPool
-from localserve.engine.workers.resident import ResidentModel
-from localserve.engine.workers.stream import RequestStream
+from localserve.engine.worker_client.placement import Placement
+from localserve.engine.worker_client.resident import ResidentModel
+from localserve.engine.worker_client.stream import RequestStream
 from localserve.formats import MemoryEstimate
 from localserve.formats.offload import LayeredEstimate, unsplit
 from localserve.ground.errors import BadRequest, ModelNotFound

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from localserve.backends.llama_cpp import LlamaCppOptions
-from localserve.engine.workers.probe import extra_bufts_verdict
+from localserve.engine.worker_client.probe import extra_bufts_verdict
 from localserve.ground.settings import Settings
 from localserve_native import verdicts
 

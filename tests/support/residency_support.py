@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import openai
 import pytest
 
-from localserve.engine.residency.loader import estimate_load
+from localserve.engine.worker_client.sizing import estimate_load
 from localserve.ground.settings import Settings
 from localserve.store.resolve import resolve
 from tests.support import daemons

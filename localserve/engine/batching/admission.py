@@ -1,10 +1,11 @@
 """Admission: the requests that wait for one model's batcher, and the rules they are let in by.
 
 Every batcher keeps its waiting requests in an `AdmissionQueue`: generations in the GGUF
-scheduler and the ONNX batcher, embedding inputs in the embedding lane. The event loop's thread
-submits and cancels; the device's engine thread takes. What can never run is refused at once,
-before it waits: a prompt that leaves no room in a slot's context (ContextOverflow, a 400), and
-a request that would wait past the queue's bound (QueueFull, a 503).
+scheduler and the ONNX batcher, embedding inputs in the embedding lane. The worker's main thread
+submits and cancels as the daemon asks; the device's engine thread takes. What can never run is
+refused at once, before it waits: a prompt that leaves no room in a slot's context
+(ContextOverflow, a 400), and a request that would wait past the queue's bound (QueueFull, a
+503).
 
 Cancelling is one flag on the request (`cancelled`), set by the batcher's `cancel`. Whatever of
 the request still waits holds nothing but its place, so it leaves the queue at once; what runs
@@ -70,7 +71,7 @@ class AdmissionQueue(Generic[T]):
     def __len__(self) -> int:
         return len(self._items)
 
-    # -- from the event loop -----------------------------------------------------------------
+    # -- from the worker's main thread, as the daemon asks -----------------------------------
 
     def submit(self, items: list[T], field: str = "prompt") -> None:
         """Queue one request's items, all or none; raises ContextOverflow or QueueFull.

@@ -46,7 +46,7 @@ class EmbeddingLane:
         )
         self.running: list[EmbeddingInput] = []
 
-    # -- called from the event loop ----------------------------------------------------------
+    # -- called from the worker's main thread, as the daemon asks ----------------------------
 
     def submit(self, job: EmbeddingJob) -> None:
         self.waiting.submit(job.inputs(), "input")

@@ -80,7 +80,7 @@ class OnnxBatcher:
         self.batches = 0
         self.regroups = 0
 
-    # -- called from the event loop ----------------------------------------------------------
+    # -- called off the engine thread: a load's, the worker's main one -----------------------
 
     def attach(self, wake: Callable[[], None]) -> None:
         self._wake = wake

@@ -75,7 +75,7 @@ class Scheduler:
         )
         self.drafting = Speculation(draft_tokens, info.n_ctx_slot, draft_model, size_ratio)
 
-    # -- called from the event loop ----------------------------------------------------------
+    # -- called off the engine thread: a load's, the worker's main one -----------------------
 
     def attach(self, wake: Callable[[], None]) -> None:
         """Give the scheduler the callable that wakes its device's engine loop."""

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from localserve.engine.residency.placement import Placement
 from localserve.engine.residency.pools import MemoryPool
-from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.worker_client.placement import Placement
+from localserve.engine.worker_client.resident import ResidentModel
 from localserve.ground.errors import ModelBusy
 from localserve.ground.units import format_size
 

@@ -21,12 +21,14 @@ from localserve.engine.residency import eviction
 from localserve.engine.residency.devices import find_devices
 from localserve.engine.residency.loader import Loader, sized
 from localserve.engine.residency.per_model import aliased, output_cap, with_draft
-from localserve.engine.residency.placement import AUTO, Pin, Placement, place
+from localserve.engine.residency.placement import answers, place
 from localserve.engine.residency.pools import MemoryPool, device_pools, summary
 from localserve.engine.residency.tally import ResidencyTally
-from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.worker_client.placement import Placement
+from localserve.engine.worker_client.resident import ResidentModel
 from localserve.ground.errors import BadRequest, DoesNotFit
 from localserve.ground.model import ModelRef
+from localserve.ground.pin import AUTO, Pin
 from localserve.ground.settings import Settings
 from localserve.ground.units import UNSET, KeepAlive, format_size
 from localserve.store.library import Library
@@ -73,7 +75,7 @@ class ModelManager:
     def for_settings(cls, settings: Settings) -> ModelManager:
         """The daemon's manager (call on its event loop): the store's library, and models run
         in one engine worker process per device."""
-        from localserve.engine.workers.supervisor import WorkerLoader
+        from localserve.engine.worker_client.supervisor import WorkerLoader
 
         pools = device_pools(find_devices(), settings.memory_budget)
         log.info("memory pools: %s", summary(pools))
@@ -129,7 +131,7 @@ class ModelManager:
         try:
             while True:
                 model = self._resident.get(ref.name)
-                if model is not None and not model.placement.answers(pin):
+                if model is not None and not answers(model.placement, pin):
                     reloading = model
                     model.draining = True  # new requests wait for the copy placed anew
                     if model.idle and not model.in_flight:
@@ -147,7 +149,7 @@ class ModelManager:
                 model = await self._await_load(ref, started, pin)
                 if self._resident.get(ref.name) is not model:
                     continue  # gone before this request could take it (its worker died)
-                if model.placement.answers(pin):  # not so when another's load was under way
+                if answers(model.placement, pin):  # not so when another's load was under way
                     return model
         finally:
             if reloading is not None and self._resident.get(ref.name) is reloading:
@@ -191,13 +193,11 @@ class ModelManager:
 
     async def _load(self, ref: ModelRef, started: float, pin: Pin) -> ResidentModel:
         loop = asyncio.get_running_loop()
-        pools = self.pools.values()
+        pools = list(self.pools.values())
         estimate = await loop.run_in_executor(None, sized, self.loader, ref, pools, pin.ctx)
         pin = pin.or_layers(self.settings.gpu_layers)
         residents, waiters = self._resident.values(), self._waiters
-        placement = place(
-            estimate, list(self.pools.values()), lambda p: eviction.room(p, residents, waiters), pin
-        )
+        placement = place(estimate, pools, lambda p: eviction.room(p, residents, waiters), pin)
         for device, need in placement.need.items():
             budget = self.pools[device].budget
             if need.total > budget:

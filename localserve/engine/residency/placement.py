@@ -1,5 +1,6 @@
 """Where a model goes: which device's worker runs it, and how many of its layers that device
-holds. Pure logic over the pools and what each could make room for; the manager acts on it.
+holds. Pure logic over the pools and what each could make room for; the manager acts on it, and
+the supervisor carries out the `Placement` it decides (engine/worker_client/placement.py).
 
 The rules, in order (Ollama's scheduler places the same way, but sizes models at about twice
 what llama.cpp allocates, so it offloads less than fits; our estimates are within a few percent):
@@ -15,77 +16,24 @@ Busy and pinned models are never in a room: their memory is not to be had.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
 
-from localserve.engine.residency.pools import CPU, MemoryPool
-from localserve.formats import MemoryEstimate
+from localserve.engine.residency.pools import MemoryPool
+from localserve.engine.worker_client.placement import Placement
 from localserve.formats.offload import LayeredEstimate
 from localserve.ground.errors import BadRequest
+from localserve.ground.pin import AUTO, CPU, Pin
 
 
-@dataclass(frozen=True)
-class Pin:
-    """A request's or the operator's say in placement; None leaves it to the rules."""
-
-    device: str | None = None  # a pool's name: "cpu", "gpu0"
-    gpu_layers: int | None = None  # None: as many as fit
-    ctx: int | None = None  # a context per slot (Ollama's num_ctx); None: the settings'
-
-    @property
-    def free(self) -> bool:
-        return self.device is None and self.gpu_layers is None and self.ctx is None
-
-    def or_layers(self, gpu_layers: int | None) -> Pin:
-        """This pin, with the settings' `gpu_layers` where it names neither device nor layers."""
-        if self.device is None and self.gpu_layers is None and gpu_layers is not None:
-            return replace(self, gpu_layers=gpu_layers)
-        return self
-
-
-AUTO = Pin()
-
-
-@dataclass(frozen=True)
-class Placement:
-    """A model's device and what it reserves in each pool it touches."""
-
-    device: str  # the pool whose worker runs it
-    gpu_layers: int  # layers that device holds (0 on the CPU)
-    need: dict[str, MemoryEstimate] = field(default_factory=dict)
-    backend_device: str | None = None  # ggml's device name, for the worker
-    pin: Pin = AUTO  # what it was placed for
-    max_layers: int = 0  # the model's layer count that offloads it all
-    n_ctx_slot: int = 0  # the context per slot its estimate sized (0: the settings')
-
-    @property
-    def total(self) -> int:
-        return sum(n.total for n in self.need.values())
-
-    def on(self, pool: str) -> int:
-        need = self.need.get(pool)
-        return need.total if need else 0
-
-    def actual(self, buffers: dict[str, int]) -> dict[str, int]:
-        """The runtime's buffers (llama.cpp's "vulkan0 kv", "cpu_mapped model", ...) added up
-        by pool: those of this placement's device, and the host's."""
-        split: dict[str, int] = {}
-        device = (self.backend_device or "").lower()
-        for name, size in buffers.items():
-            buffer_type = name.split(" ", 1)[0]
-            # CPU, CPU_Mapped, CPU_REPACK, and a GPU runtime's pinned host memory (Vulkan_Host).
-            pool = self.device if device and buffer_type == device else CPU
-            split[pool] = split.get(pool, 0) + size
-        return split
-
-    def answers(self, pin: Pin) -> bool:
-        """Whether a model placed so serves a request that pins `pin`, or must be reloaded."""
-        if pin.free or pin == self.pin:
-            return True
-        if pin.ctx is not None and pin.ctx > self.n_ctx_slot:
-            return False
-        if pin.device is not None and pin.device != self.device:
-            return False
-        return pin.gpu_layers is None or min(pin.gpu_layers, self.max_layers) == self.gpu_layers
+def answers(placement: Placement, pin: Pin) -> bool:
+    """Whether a model placed so serves a request that pins `pin`, or must be reloaded."""
+    if pin.free or pin == placement.pin:
+        return True
+    if pin.ctx is not None and pin.ctx > placement.n_ctx_slot:
+        return False
+    if pin.device is not None and pin.device != placement.device:
+        return False
+    layers = pin.gpu_layers
+    return layers is None or min(layers, placement.max_layers) == placement.gpu_layers
 
 
 def on_cpu(estimate: LayeredEstimate, pin: Pin = AUTO) -> Placement:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from localserve.ground.pin import CPU
 from localserve.ground.units import GiB, format_size
 from localserve_native.build_info import Device
 
@@ -22,7 +23,6 @@ DEFAULT_HEADROOM = 1 * GiB
 # A GPU's: its display and other programs' contexts, and the driver's own allocations.
 GPU_HEADROOM = 256 << 20
 GPU_HEADROOM_SHARE = 0.05
-CPU = "cpu"
 # ggml's device kinds that get a GPU pool, fastest first.
 _GPU_KINDS = ("gpu", "igpu")
 

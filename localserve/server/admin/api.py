@@ -9,11 +9,10 @@ from typing import Any
 
 from aiohttp import web
 
-from localserve.engine.residency.placement import Pin
-from localserve.engine.residency.pools import CPU
-from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.worker_client.resident import ResidentModel
 from localserve.formats.memory import sum_estimates
 from localserve.ground.errors import BadRequest, ModelNotFound
+from localserve.ground.pin import CPU, Pin
 from localserve.ground.units import UNSET, parameter_size
 from localserve.server.http import validation as v
 from localserve.server.http.errors import Refused

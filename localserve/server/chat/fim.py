@@ -25,7 +25,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.worker_client.resident import ResidentModel
 from localserve.ground.errors import BadRequest
 from localserve.server.http import validation as v
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from localserve.engine.workers.stream import RequestStream
+from localserve.engine.worker_client.stream import RequestStream
 from localserve.ground import messages as m
 from localserve.ground.errors import EngineError
 from localserve.server.chat.answer_parser import AnswerParser, Parsed

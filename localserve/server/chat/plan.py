@@ -9,12 +9,13 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.worker_client.resident import ResidentModel
 from localserve.ground.call_formats import CallFormat, call_format, thinks
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import SamplingParams
 from localserve.server.chat import tool_calls
 from localserve.server.chat.answer_parser import THINK_OPEN, AnswerParser
+from localserve.server.chat.template import template_for
 from localserve.server.chat.tool_calls import ToolRequest
 
 
@@ -52,7 +53,7 @@ class ChatPlan:
                 messages = tool_calls.with_generic_prompt(messages, self.tools)
         if self.think is not None:
             variables["enable_thinking"] = self.think
-        text = self.model.render_chat(messages, **variables)
+        text = template_for(self.model).render(messages, add_generation_prompt=True, **variables)
         self.thinking_open = self.thinks and text.rstrip().endswith(THINK_OPEN)
         return text
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from localserve.engine.workers.stream import RequestStream
+from localserve.engine.worker_client.stream import RequestStream
 
 # nginx's status for a client that left before its answer was whole.
 CLIENT_LEFT = 499

@@ -28,8 +28,8 @@ from typing import Any
 
 from aiohttp import web
 
-from localserve.engine.workers.resident import ResidentModel
-from localserve.engine.workers.stream import RequestStream
+from localserve.engine.worker_client.resident import ResidentModel
+from localserve.engine.worker_client.stream import RequestStream
 from localserve.ground.sampling import Grammar, SamplingParams
 from localserve.server.chat import structured
 from localserve.server.http.metrics import METRICS

@@ -9,8 +9,8 @@ from aiohttp import web
 from localserve.engine.residency.loader import grown_ctx, sized
 from localserve.engine.residency.manager import ModelManager
 from localserve.engine.residency.per_model import aliased
-from localserve.engine.residency.placement import Pin
 from localserve.ground.model import ModelRef
+from localserve.ground.pin import Pin
 from localserve.store.library import Library
 from localserve.store.resolve import canonical_name
 

@@ -26,8 +26,8 @@ from typing import Any
 
 from aiohttp import web
 
-from localserve.engine.workers.resident import ResidentModel
-from localserve.engine.workers.stream import RequestStream
+from localserve.engine.worker_client.resident import ResidentModel
+from localserve.engine.worker_client.stream import RequestStream
 from localserve.ground.errors import BadRequest, EngineError
 from localserve.ground.sampling import SamplingParams
 from localserve.server.chat import fim

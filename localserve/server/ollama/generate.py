@@ -16,9 +16,9 @@ from typing import Any
 from aiohttp import web
 
 from localserve import __version__
-from localserve.engine.residency.placement import Pin
-from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.worker_client.resident import ResidentModel
 from localserve.ground.errors import BadRequest, EngineError
+from localserve.ground.pin import Pin
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.units import KeepAlive
 from localserve.server.chat import fim

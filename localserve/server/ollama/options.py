@@ -20,7 +20,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
-from localserve.engine.residency.placement import Pin
+from localserve.ground.pin import Pin
 from localserve.ground.sampling import SamplingParams
 from localserve.server.wire.ollama import OPTIONS
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.worker_client.resident import ResidentModel
 from localserve.ground.errors import BadRequest, EngineError, ModelNotFound
 from localserve.ground.sampling import SamplingParams
 from localserve.server.chat import fim

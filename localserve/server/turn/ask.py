@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from localserve.engine.residency.placement import Pin
-from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.worker_client.resident import ResidentModel
+from localserve.ground.pin import Pin
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.units import UNSET, KeepAlive
 from localserve.server.chat.answer_parser import Call, Parsed

@@ -15,8 +15,8 @@ from dataclasses import replace
 
 from aiohttp import web
 
-from localserve.engine.workers.resident import ResidentModel
-from localserve.engine.workers.stream import RequestStream
+from localserve.engine.worker_client.resident import ResidentModel
+from localserve.engine.worker_client.stream import RequestStream
 from localserve.ground.sampling import SamplingParams
 from localserve.server.chat.answer_parser import THINK_CLOSE, AnswerParser, Call, Parsed
 from localserve.server.chat.pieces import outputs

@@ -14,7 +14,7 @@ import pytest
 from localserve.engine.batching.embedding import EmbeddingJob
 from localserve.engine.batching.scheduler import Scheduler
 from localserve.engine.batching.sequence import Sequence
-from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.worker_client.resident import ResidentModel
 from localserve.formats.gguf import embedding_rows
 from localserve.ground.errors import BadRequest, ContextOverflow
 from localserve.ground.sampling import SamplingParams

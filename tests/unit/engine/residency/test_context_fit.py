@@ -7,16 +7,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import cast
 
-from localserve.engine.residency.loader import (
-    CTX_STEP,
-    MIN_AUTO_CTX,
-    Loader,
-    grown_ctx,
-    layered_estimate,
-)
-from localserve.engine.residency.placement import Pin, Placement
+from localserve.engine.residency.loader import Loader, grown_ctx
+from localserve.engine.residency.placement import answers
+from localserve.engine.worker_client.placement import Placement
+from localserve.engine.worker_client.sizing import CTX_STEP, MIN_AUTO_CTX, layered_estimate
 from localserve.formats.offload import LayeredEstimate
 from localserve.ground.model import ModelRef
+from localserve.ground.pin import Pin
 from localserve.ground.settings import Settings
 from localserve.store.resolve import resolve
 from tests.support.fakes import fake_pool
@@ -83,5 +80,5 @@ def test_a_num_ctx_the_budget_cannot_hold_grows_nothing() -> None:
 
 def test_a_model_placed_with_less_context_than_a_request_asks_is_reloaded_for_it() -> None:
     placed = Placement(device="cpu", gpu_layers=0, n_ctx_slot=4096)
-    assert not placed.answers(Pin(ctx=8192))
-    assert placed.answers(Pin(ctx=4096)) and placed.answers(Pin(ctx=2048))
+    assert not answers(placed, Pin(ctx=8192))
+    assert answers(placed, Pin(ctx=4096)) and answers(placed, Pin(ctx=2048))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from localserve.engine.residency.loader import layered_estimate
+from localserve.engine.worker_client.sizing import layered_estimate
 from localserve.ground import kv_cache
 from localserve.ground.errors import LoadFailed
 from localserve.ground.settings import Settings

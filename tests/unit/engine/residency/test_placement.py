@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from localserve.engine.residency.manager import ModelManager
-from localserve.engine.residency.placement import Pin, most_layers, place
+from localserve.engine.residency.placement import most_layers, place
 from localserve.engine.residency.pools import device_pools, gpu_headroom
 from localserve.ground.errors import BadRequest, ModelBusy
+from localserve.ground.pin import Pin
 from localserve.ground.units import GiB
 from localserve_native.build_info import Device
 from tests.support.fakes import (

@@ -1,6 +1,6 @@
 """A model that runs in its device's engine worker, as the daemon's requests see it.
 
-The daemon keeps a `RequestStream` per generation (engine/workers/stream.py) and an asyncio
+The daemon keeps a `RequestStream` per generation (engine/worker_client/stream.py) and an asyncio
 future per embeddings job; the worker keeps the sequences and jobs themselves. A `Step` from the
 worker hands each stream its `Output`, on the event loop, in one go. A submit is one round trip:
 the worker tokenizes the prompt text (or takes its tokens), checks it and queues it, and its
@@ -19,8 +19,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from localserve.engine.workers.connection import WorkerProcess
-from localserve.engine.workers.stream import RequestStream
+from localserve.engine.worker_client.connection import WorkerProcess
+from localserve.engine.worker_client.stream import RequestStream
 from localserve.ground import messages as m
 from localserve.ground.errors import EngineStopped
 from localserve.ground.model import ModelInfo
@@ -30,7 +30,7 @@ _jobs = itertools.count(1)
 
 
 class RemoteRunner:
-    """One model's batcher inside a worker (engine/workers/runner.py's Runner)."""
+    """One model's batcher inside a worker (engine/worker_client/runner.py's Runner)."""
 
     def __init__(self, worker: WorkerProcess, info: ModelInfo, n_vocab: int) -> None:
         self.worker = worker

@@ -1,4 +1,5 @@
-"""Chat prompts from the model's own `tokenizer.chat_template`, rendered in a sandbox.
+"""Chat prompts from the model's own `tokenizer.chat_template`, rendered in a sandbox, where
+the rest of a chat's prompt is written (server/chat/plan.py).
 
 A GGUF's template is untrusted input: llama-cpp-python's CVE-2024-34359 was a template that
 escaped an unsandboxed Jinja2 environment. Ours renders in an immutable sandbox.
@@ -10,10 +11,12 @@ import json
 import logging
 from datetime import datetime
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from localserve.engine.worker_client.resident import ResidentModel
 from localserve.ground.errors import BadRequest
 
 log = logging.getLogger(__name__)
@@ -90,3 +93,28 @@ class ChatTemplate:
             raise BadRequest(
                 f"the model's chat template rejected the messages: {exc}", "messages"
             ) from exc
+
+
+# Each loaded model's template, compiled at its first chat: a large template takes milliseconds
+# to compile, and Ollama's chat renders again for each turn it drops. Weak keys: an unloaded
+# model's goes with it.
+_COMPILED: WeakKeyDictionary[ResidentModel, ChatTemplate] = WeakKeyDictionary()
+
+
+def template_for(model: ResidentModel) -> ChatTemplate:
+    """The model's own chat template, or the fallback for its architecture. One that does not
+    compile refuses each chat with BadRequest; the model still loads, for what needs no
+    template (completions, embeddings)."""
+    template = _COMPILED.get(model)
+    if template is None:
+        info = model.info
+        try:
+            template = ChatTemplate(
+                info.chat_template, info.bos_text, info.eos_text, info.architecture
+            )
+        except TemplateError as exc:
+            raise BadRequest(
+                f"the chat template of '{model.name}' does not compile: {exc}", "model"
+            ) from exc
+        _COMPILED[model] = template
+    return template

@@ -1,5 +1,6 @@
-"""A model that is loaded and servable: its facts, its chat template, and the runner it
-generates and embeds on (engine/workers/runner.py)."""
+"""A model that is loaded and servable: its facts, the manager's bookkeeping of it, and the
+runner it tokenizes, generates and embeds on (engine/worker_client/runner.py). Its chat template
+is rendered where the rest of a chat's prompt is written (server/chat/template.py)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,12 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
-from localserve.engine.residency.placement import Placement
-from localserve.engine.workers.chat_template import ChatTemplate
-from localserve.engine.workers.runner import Runner
-from localserve.engine.workers.stream import RequestStream
+from localserve.engine.worker_client.placement import Placement
+from localserve.engine.worker_client.runner import Runner
+from localserve.engine.worker_client.stream import RequestStream
 from localserve.ground.errors import BadRequest
 from localserve.ground.model import ModelInfo
 from localserve.ground.sampling import SamplingParams
@@ -45,9 +44,6 @@ class ResidentModel:
         self.buffers: dict[str, int] = {}  # the runtime's own, by name (llama.cpp's)
         self.rss_delta = 0
         self.draft_model: str | None = None  # the model drafting its tokens (--draft-model)
-        self.template = ChatTemplate(
-            self.info.chat_template, self.info.bos_text, self.info.eos_text, self.info.architecture
-        )
 
     @property
     def name(self) -> str:
@@ -57,14 +53,6 @@ class ResidentModel:
     def idle(self) -> bool:
         """No request holds it and its batcher has nothing running or waiting."""
         return self.in_flight == 0 and self.runner.busy == 0
-
-    def render_chat(self, messages: list[dict[str, Any]], **variables: Any) -> str:
-        return self.template.render(messages, add_generation_prompt=True, **variables)
-
-    async def encode_chat(self, messages: list[dict[str, Any]], **variables: Any) -> list[int]:
-        """The conversation rendered by the model's template (`variables` as render takes
-        them: tools, enable_thinking) and tokenized."""
-        return await self.encode_rendered(self.render_chat(messages, **variables))
 
     async def encode_rendered(self, text: str) -> list[int]:
         """A prompt the chat template wrote, tokenized."""

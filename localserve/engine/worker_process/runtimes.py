@@ -1,5 +1,5 @@
 """How the engine worker makes a model of each format: its backend and its batcher, on the
-worker's device (blocking: seconds). The daemon only sizes models (engine/residency/loader.py).
+worker's device (blocking: seconds). The daemon only sizes models (engine/worker_client/sizing.py).
 """
 
 from __future__ import annotations

@@ -49,7 +49,8 @@ class DeviceLoop:
         self.wake()
 
     def remove(self, batcher: Stepped) -> None:
-        """Stop stepping a model; returns once no step of it is running (call off the loop)."""
+        """Stop stepping a model; returns once no step of it is running (so never call it from
+        the engine thread: it would wait on its own step)."""
         with self._stepping, self._lock:
             if batcher in self._batchers:
                 self._batchers.remove(batcher)

@@ -1,9 +1,9 @@
-"""What the probe makes of a throwaway worker's run (engine/workers/probe.py): only a decoded
+"""What the probe makes of a throwaway worker's run (engine/worker_client/probe.py): only a decoded
 token is a success; a death, a reported error and a hang are failures."""
 
 from __future__ import annotations
 
-from localserve.engine.workers.probe import verdict_of
+from localserve.engine.worker_client.probe import verdict_of
 
 
 def test_a_decoded_token_is_a_success() -> None:

@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import replace
 
-from localserve.engine.workers.connection import WorkerProcess, worker_env
+from localserve.engine.worker_client.connection import WorkerProcess, worker_env
 from localserve.ground import messages as m
 from localserve.ground.errors import EngineStopped
 from localserve.ground.model import ModelRef

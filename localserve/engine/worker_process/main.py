@@ -1,11 +1,12 @@
 """The engine worker: one process per device, owning its engine loop and every model on it.
 
-`python -m localserve.engine.worker.main --device cpu --fd N --settings JSON` serves the daemon over
-the socket `N` (ground/messages.py). The main thread reads asks and answers them; loads and
-unloads run on threads of their own so that a load of seconds never holds up the submits of the
-models already serving; the device's engine thread steps every resident model in turn and
-sends one `Step` per step. A native fault here (SIGILL, an abort, a segfault, the OOM killer)
-ends this process only: the daemon sees the socket close and tells the requests in flight.
+`python -m localserve.engine.worker_process.main --device cpu --fd N --settings JSON` serves
+the daemon over the socket `N` (ground/messages.py). The main thread reads asks and answers
+them; loads and unloads run on threads of their own so that a load of seconds never holds up
+the submits of the models already serving; the device's engine thread steps every resident
+model in turn and sends one `Step` per step. A native fault here (SIGILL, an abort, a segfault,
+the OOM killer) ends this process only: the daemon sees the socket close and tells the requests
+in flight.
 
 The worker exits when the daemon's end of the socket closes, so it never outlives the daemon.
 """
@@ -31,9 +32,9 @@ import psutil
 from localserve.engine.batching.batcher import Batcher, Embedder, Spiller
 from localserve.engine.batching.embedding import EmbeddingJob
 from localserve.engine.batching.sequence import Sequence
-from localserve.engine.worker.device_loop import DeviceLoop
-from localserve.engine.worker.faults import Fault
-from localserve.engine.worker.runtimes import Built, build_model
+from localserve.engine.worker_process.device_loop import DeviceLoop
+from localserve.engine.worker_process.faults import Fault
+from localserve.engine.worker_process.runtimes import Built, build_model
 from localserve.ground import messages as m
 from localserve.ground.errors import BadRequest, EngineError, ModelNotFound
 from localserve.ground.settings import Settings

@@ -1,5 +1,5 @@
-"""The test-only faults a worker injects (engine/worker/faults.py): one switch, off unless set,
-and a misspelt fault stops the worker instead of passing for none."""
+"""The test-only faults a worker injects (engine/worker_process/faults.py): one switch, off
+unless set, and a misspelt fault stops the worker instead of passing for none."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from localserve.engine.worker.faults import SWITCH, Fault
+from localserve.engine.worker_process.faults import SWITCH, Fault
 
 
 def test_no_switch_is_no_fault() -> None:

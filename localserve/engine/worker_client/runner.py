@@ -1,7 +1,7 @@
 """What a resident model runs on: the seam between a request and the model's batcher.
 
 A `ResidentModel` hands tokenizing, generating and embedding to its `Runner`. `RemoteRunner`
-(engine/workers/remote.py) is the daemon's: the model lives in its device's engine worker, and
+(engine/worker_client/remote.py) is the daemon's: the model lives in its device's engine worker, and
 every call crosses the worker's socket. The unit tests' runner runs a batcher in their own
 process (tests/support/fakes.py).
 """
@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from localserve.engine.workers.stream import RequestStream
+from localserve.engine.worker_client.stream import RequestStream
 from localserve.ground.sampling import SamplingParams
 
 

@@ -7,7 +7,7 @@ and give their memory back, and the next load starts a new worker after a bounde
 worker that dies twice at the same point (the same models, soon after it started) is not
 restarted in a loop: the device is marked failed, with the reason, for /health and `status`.
 
-Before a device's first load, the probe (engine/workers/probe.py) finds which llama.cpp
+Before a device's first load, the probe (engine/worker_client/probe.py) finds which llama.cpp
 configuration survives a decode there, once per build and CPU.
 """
 
@@ -25,12 +25,12 @@ from typing import Any
 
 import msgspec
 
-from localserve.engine.residency.loader import LostModels, layered_estimate
-from localserve.engine.residency.placement import Placement
-from localserve.engine.workers.connection import WorkerProcess, worker_env
-from localserve.engine.workers.probe import extra_bufts_verdict
-from localserve.engine.workers.remote import RemoteRunner
-from localserve.engine.workers.resident import ResidentModel
+from localserve.engine.worker_client.connection import WorkerProcess, worker_env
+from localserve.engine.worker_client.placement import Placement
+from localserve.engine.worker_client.probe import extra_bufts_verdict
+from localserve.engine.worker_client.remote import RemoteRunner
+from localserve.engine.worker_client.resident import ResidentModel
+from localserve.engine.worker_client.sizing import layered_estimate
 from localserve.formats.offload import LayeredEstimate
 from localserve.ground import messages as m
 from localserve.ground.errors import EngineStopped
@@ -49,6 +49,10 @@ BACKOFF_MAX_S = 8.0
 # A worker that dies this soon after its start, with the same models as the last one that
 # died, died "at the same point".
 SAME_POINT_S = 60.0
+
+# Called on the event loop when a device's models are gone at once (its worker died): their
+# names and why, so the manager drops them and gives their memory back.
+LostModels = Callable[[list[str], str], None]
 
 
 @dataclass

@@ -92,7 +92,7 @@ class WorkerProcess:
         cmd = [
             sys.executable,
             "-m",
-            "localserve.engine.worker.main",
+            "localserve.engine.worker_process.main",
             "--device",
             device,
             "--fd",
