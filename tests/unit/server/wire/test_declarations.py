@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from localserve.ground.errors import BadRequest
-from localserve.server.anthropic import request as anthropic
 from localserve.server.anthropic.request import read_request
 from localserve.server.ollama import generate
 from localserve.server.openai import completions
