@@ -6,7 +6,7 @@ llama.cpp 0.3.36's CPU kernels do not compute a sequence's row alike when the st
 token of it (a decode) and when it holds several (a draft's verify): measured here, the same
 token's logits differ by up to about 1 for SmolLM2 past 256 cells and up to 2 for Gemma 3 at
 60. So a drafted answer may leave the plain one where the model was nearly undecided between two
-tokens, and only there (docs/architecture.md, "Speculative decoding"): where the plain token's
+tokens, and only there (docs/notes/2026-12-batch-invariance.md): where the plain token's
 lead over the runner-up is smaller than a verify can lower it, which the near-tie test measures
 and prints, and NEAR_TIE (speculative_support.py) bounds.
 """

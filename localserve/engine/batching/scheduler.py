@@ -37,7 +37,7 @@ STEP_COST_TOKENS = 2
 MAX_DEFERRALS = 16
 # Prefill tokens a step may carry while other sequences decode: each step's time is the gap
 # between their tokens, and 512 prompt tokens took 3 to 5 s here. 128 keeps the gap under a
-# second for a few percent more steps in a long prefill (see docs/architecture.md).
+# second for a few percent more steps in a long prefill (docs/notes/2026-11-prefill-chunk-cap.md).
 PREFILL_TOKENS_WHILE_DECODING = 128
 
 

@@ -1,6 +1,6 @@
-"""A generation's answer as every face reads it: the stream's outputs as they come, through the
-answer parser (thinking, content, calls), the last piece once the stream finishes; or the whole
-answer at once. A stream that failed raises EngineError, whichever face reads it."""
+"""A generation's outputs as they come, the last one carrying its finish reason, and parsed
+pieces joined into a whole answer. A stream that failed raises EngineError, whichever face
+reads it (server/turn/local.py reads them through the answer parser)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from localserve.engine.worker_client.stream import RequestStream
 from localserve.ground import messages as m
 from localserve.ground.errors import EngineError
-from localserve.server.chat.answer_parser import AnswerParser, Parsed
+from localserve.server.chat.answer_parser import Parsed
 
 
 async def outputs(
@@ -31,28 +31,6 @@ async def outputs(
         yield out
         if out.finish_reason is not None:
             return
-
-
-async def parsed(
-    stream: RequestStream,
-    parser: AnswerParser,
-    idle_s: float | None = None,
-) -> AsyncIterator[Parsed | None]:
-    """The answer's parsed pieces as they stream (None: `idle_s` passed)."""
-    async for out in outputs(stream, idle_s):
-        if out is None:
-            yield None
-        else:
-            yield parser.feed(out.text, final=out.finish_reason is not None)
-
-
-async def whole(stream: RequestStream, parser: AnswerParser) -> Parsed:
-    """The whole answer, once the stream is done."""
-    answer = Parsed()
-    async for piece in parsed(stream, parser):
-        if piece is not None:
-            answer = join(answer, piece)
-    return answer
 
 
 def join(answer: Parsed, piece: Parsed) -> Parsed:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from localserve.server.anthropic import request as anthropic
+from localserve.server.llamacpp.request import INFILL
 from localserve.server.responses import request as responses
 from localserve.server.wire import ollama, openai
 from localserve.server.wire.declare import Body
@@ -16,4 +17,5 @@ DECLARED: tuple[Body, ...] = (
     anthropic.COUNT_TOKENS,
     responses.RESPONSES,
     responses.COMPACT,
+    INFILL,
 )
