@@ -33,6 +33,8 @@ from localserve.server.turn.run import on_model
 from localserve.server.upstream import forward as upstream
 from localserve.server.upstream import ollama as upstream_ollama
 from localserve.server.upstream.registry import Route
+from localserve.server.wire import fields, shapes
+from localserve.server.wire.declare import Body, Field, boolean, integer, nested, text
 
 
 # Normalization is the face's business: the engine returns raw pooled vectors.
@@ -66,8 +68,55 @@ def _fit(tokens: list[list[int]], ctx: int, truncate: bool) -> list[list[int]]:
     return [t[:ctx] for t in tokens]
 
 
-def _dimensions(body: v.JSON) -> int | None:
-    return v.integer(body, "dimensions", None, 1, 1 << 20)
+def _texts_of(body: v.JSON, key: str) -> list[str]:
+    return _texts(body.get(key, []), key)
+
+
+def _encoding(body: v.JSON, key: str) -> str:
+    encoding = v.string(body, key) or "float"
+    if encoding not in ("float", "base64"):
+        raise BadRequest("'encoding_format' must be 'float' or 'base64'", key)
+    return encoding
+
+
+MODEL = Field(fields.MODEL, lambda body, _: model_name(body, accept_name=False))
+KEEP_ALIVE = Field(fields.KEEP_ALIVE, lambda body, _: keep_alive(body))
+DIMENSIONS = integer(1, 1 << 20)
+EMBED = Body(
+    "EmbedRequest",
+    {
+        "model": MODEL,
+        "input": Field(shapes.one_of(shapes.STRING, shapes.array(shapes.STRING)), _texts_of),
+        "truncate": boolean(True),
+        "dimensions": DIMENSIONS,
+        "options": nested(Body("EmbedOptions", {"num_ctx": integer(1, 1 << 31)})),
+        "keep_alive": KEEP_ALIVE,
+    },
+    ("model",),
+)
+EMBEDDINGS = Body(
+    "EmbeddingsRequest",
+    {"model": MODEL, "prompt": text("empty: only load the model"), "keep_alive": KEEP_ALIVE},
+    ("model",),
+)
+OPENAI_EMBEDDING = Body(
+    "OpenAIEmbeddingRequest",
+    {
+        "model": MODEL,
+        "encoding_format": Field(shapes.nullable({"enum": ["float", "base64"]}), _encoding),
+        "dimensions": DIMENSIONS,
+        # read as the model tokenizes it: text, or token ids below its vocabulary size
+        "input": Field(
+            shapes.one_of(
+                shapes.STRING,
+                shapes.array(shapes.STRING, minItems=1),
+                fields.TOKEN_IDS,
+                shapes.array(fields.TOKEN_IDS, minItems=1),
+            )
+        ),
+    },
+    ("model", "input"),
+)
 
 
 # -- Ollama ----------------------------------------------------------------------------------
@@ -78,18 +127,16 @@ async def ollama_embed(request: web.Request, target: Route | None) -> web.Stream
     body = await read_json(request)
     if target is not None:
         return await upstream_ollama.embed(request, target, body)
-    name = model_name(body, accept_name=False)
-    texts = _texts(body.get("input", []), "input")
-    truncate = v.boolean(body, "truncate", True)
-    dimensions = _dimensions(body)
-    num_ctx = v.integer(v.obj(body, "options"), "num_ctx", None, 1, 1 << 31)
+    got = EMBED.read(body)
+    name, texts, dimensions = got["model"], got["input"], got["dimensions"]
+    num_ctx = got["options"]["num_ctx"]
     pin = await context_pin(request, name, AUTO, num_ctx)
-    async with request.app[MANAGER].acquire(name, keep_alive(body), pin) as model:
+    async with request.app[MANAGER].acquire(name, got["keep_alive"], pin) as model:
         load_s = time.monotonic() - started
         ctx, cut = window(num_ctx, model.info.n_ctx_slot)
         if cut is not None:
             request_log.notice(request, CONTEXT_HEADER, cut)
-        tokens = _fit(await model.encode_texts(texts), ctx, truncate) if texts else []
+        tokens = _fit(await model.encode_texts(texts), ctx, got["truncate"]) if texts else []
         vectors = await model.embed(tokens, is_background(request)) if tokens else []
     return web.json_response(
         {
@@ -104,10 +151,9 @@ async def ollama_embed(request: web.Request, target: Route | None) -> web.Stream
 
 async def ollama_embeddings(request: web.Request) -> web.Response:
     """The legacy endpoint: one prompt, one raw vector; an empty prompt only loads the model."""
-    body = await read_json(request)
-    name = model_name(body, accept_name=False)
-    prompt = v.string(body, "prompt") or ""
-    async with request.app[MANAGER].acquire(name, keep_alive(body)) as model:
+    got = EMBEDDINGS.read(await read_json(request))
+    prompt = got["prompt"] or ""
+    async with request.app[MANAGER].acquire(got["model"], got["keep_alive"]) as model:
         if not prompt:
             return web.json_response({"embedding": []})
         tokens = _fit(await model.encode_texts([prompt], "prompt"), model.info.n_ctx_slot, True)
@@ -151,11 +197,8 @@ async def openai_embeddings(request: web.Request, target: Route | None) -> web.S
     body = await read_json(request)
     if target is not None:
         return await upstream.openai(request, target, "embeddings", body)
-    name = model_name(body, accept_name=False)
-    encoding = v.string(body, "encoding_format") or "float"
-    if encoding not in ("float", "base64"):
-        raise BadRequest("'encoding_format' must be 'float' or 'base64'", "encoding_format")
-    dimensions = _dimensions(body)
+    got = OPENAI_EMBEDDING.read(body)
+    name, encoding, dimensions = got["model"], got["encoding_format"], got["dimensions"]
     async with request.app[MANAGER].acquire(name) as model:
         tokens = _fit(await _openai_inputs(model, body.get("input")), model.info.n_ctx_slot, False)
         vectors = await model.embed(tokens, is_background(request))

@@ -14,13 +14,13 @@ from localserve.formats.memory import sum_estimates
 from localserve.ground.errors import BadRequest, ModelNotFound
 from localserve.ground.pin import CPU, Pin
 from localserve.ground.units import UNSET, parameter_size
-from localserve.server.http import validation as v
 from localserve.server.http.errors import Refused
 from localserve.server.http.guard import GUARD, OPERATOR
-from localserve.server.http.readers import keep_alive, model_name, read_json
+from localserve.server.http.readers import read_json
 from localserve.server.http.state import MANAGER
 from localserve.server.upstream import listing
 from localserve.server.upstream.forward import UPSTREAMS
+from localserve.server.wire import store as wire
 from localserve.store.library import Library
 from localserve.store.resolve import looks_like_path
 
@@ -165,28 +165,27 @@ def may_load_paths(request: web.Request) -> bool:
 
 
 async def load(request: web.Request) -> web.Response:
-    body = await read_json(request)
+    got = wire.LOAD.read(await read_json(request))
     manager = request.app[MANAGER]
-    name = model_name(body)
+    name = got["model"]
     allow_path = may_load_paths(request)
     if not allow_path and looks_like_path(name):
         # Refused before the disk is touched, so the answer tells nothing about the file.
         raise Refused(403, _NO_PATHS, "model")
-    stay = keep_alive(body)
+    stay = got["keep_alive"]
     # Unlike a request's, a load's keep_alive is the daemon's default when it names none.
     model = await manager.preload(
-        name, manager.settings.keep_alive if stay is UNSET else stay, _pin(body), allow_path
+        name, manager.settings.keep_alive if stay is UNSET else stay, _pin(got), allow_path
     )
-    if v.boolean(body, "pin", False):
+    if got["pin"]:
         manager.pin(model.name, True)
     (digest,) = await _digests(request, [model])
     return web.json_response(describe(model, manager.load_counts.get(model.name, 0), digest))
 
 
-def _pin(body: v.JSON) -> Pin:
+def _pin(got: dict[str, Any]) -> Pin:
     """The load's `device` ("cpu", "gpu0") and `num_gpu` (layers on it), as Ollama's option."""
-    device = v.string(body, "device")
-    num_gpu = v.integer(body, "num_gpu", -1, -1, 1 << 20)
+    device, num_gpu = got["device"], got["num_gpu"]
     return Pin(
         device=device.lower() if device else None,
         gpu_layers=None if num_gpu is None or num_gpu < 0 else num_gpu,
@@ -194,17 +193,15 @@ def _pin(body: v.JSON) -> Pin:
 
 
 async def unload(request: web.Request) -> web.Response:
-    body = await read_json(request)
-    name = model_name(body)
+    name = wire.NAME.read(await read_json(request))["model"]
     if not await request.app[MANAGER].unload(name):
         raise ModelNotFound(name)
     return web.json_response({"model": name, "unloading": True})
 
 
 async def pin(request: web.Request) -> web.Response:
-    body = await read_json(request)
-    name = model_name(body)
-    pinned = v.boolean(body, "pinned", True)
+    got = wire.PIN.read(await read_json(request))
+    name, pinned = got["model"], got["pinned"]
     if not request.app[MANAGER].pin(name, pinned):
         raise BadRequest(f"model '{name}' is not loaded; load it before pinning", "model")
     return web.json_response({"model": name, "pinned": pinned})

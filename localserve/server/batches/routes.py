@@ -21,6 +21,8 @@ from localserve.server.batches.files import BATCH, FileStore
 from localserve.server.batches.gauges import BatchGauges
 from localserve.server.batches.jobs import CANCELLING, RUNNING, JobStore
 from localserve.server.batches.lines import (
+    ENDPOINTS,
+    WINDOWS,
     check_endpoint,
     check_file,
     check_metadata,
@@ -32,6 +34,8 @@ from localserve.server.http import validation as v
 from localserve.server.http.errors import Refused
 from localserve.server.http.metrics import METRICS
 from localserve.server.http.readers import read_json
+from localserve.server.wire import shapes
+from localserve.server.wire.declare import Body, Field
 
 
 @dataclass
@@ -148,15 +152,32 @@ async def delete_file(request: web.Request) -> web.Response:
 # -- batches -------------------------------------------------------------------------------------
 
 
+def _required(body: v.JSON, key: str) -> str:
+    return v.string(body, key, required=True) or ""
+
+
+BATCH_REQUEST = Body(
+    "BatchRequest",
+    {
+        "input_file_id": Field(shapes.STRING, _required),
+        "endpoint": Field({"enum": list(ENDPOINTS)}, _required),
+        "completion_window": Field(
+            {"enum": list(WINDOWS)}, lambda body, key: (window_seconds(body.get(key)), body[key])
+        ),
+        "metadata": Field(
+            shapes.nullable(shapes.obj({}, additionalProperties=shapes.STRING, maxProperties=16)),
+            lambda body, key: check_metadata(body.get(key)),
+        ),
+    },
+    ("input_file_id", "endpoint", "completion_window"),
+)
+
+
 async def create_batch(request: web.Request) -> web.Response:
     batches = request.app[BATCHES]
-    body = await read_json(request)
-    file_id = v.string(body, "input_file_id", required=True)
-    endpoint = v.string(body, "endpoint", required=True)
-    assert file_id is not None and endpoint is not None
-    window = body.get("completion_window")
-    window_s = window_seconds(window)
-    metadata = check_metadata(body.get("metadata"))
+    got = BATCH_REQUEST.read(await read_json(request))
+    file_id, endpoint, metadata = got["input_file_id"], got["endpoint"], got["metadata"]
+    window_s, window = got["completion_window"]
     try:
         stored = batches.files.get(file_id)
     except Refused:

@@ -17,11 +17,9 @@ from typing import Any
 
 from aiohttp import web
 
-from localserve.ground.errors import BadRequest
 from localserve.ground.model import ModelRef
 from localserve.ground.units import parameter_size
 from localserve.server.chat import fim
-from localserve.server.http import validation as v
 from localserve.server.http.errors import classify
 from localserve.server.http.guard import OPERATOR
 from localserve.server.http.readers import model_name, read_json
@@ -35,6 +33,7 @@ from localserve.server.http.state import (
 from localserve.server.turn.run import on_model
 from localserve.server.upstream import listing
 from localserve.server.upstream.registry import Route
+from localserve.server.wire import store as wire
 from localserve.store.hub import looks_like_ref, parse_ref
 from localserve.store.importer import Roots, import_model, scan
 from localserve.store.library import Library
@@ -140,8 +139,7 @@ def _where(request: web.Request, name: str) -> dict[str, Any] | None:
 
 
 async def show(request: web.Request, target: Route | None) -> web.Response:
-    body = await read_json(request)
-    name = model_name(body)
+    name = wire.NAME.read(await read_json(request))["model"]
     if target is not None:
         return web.json_response(listing.ollama_show(target))
     name = model_named(request, name)
@@ -178,9 +176,8 @@ async def show(request: web.Request, target: Route | None) -> web.Response:
 
 
 async def pull(request: web.Request) -> web.StreamResponse:
-    body = await read_json(request)
-    name = model_named(request, model_name(body))
-    stream = v.boolean(body, "stream", True)
+    got = wire.PULL.read(await read_json(request))
+    name, stream = model_named(request, got["model"]), got["stream"]
     library = model_library(request)
     served = _served(request)
     # Refuse a bad or unknown name with its own status, before any stream starts.
@@ -239,8 +236,7 @@ def _check_pullable(library: Library, name: str, served: list[ModelRef]) -> None
 
 
 async def delete(request: web.Request) -> web.Response:
-    body = await read_json(request)
-    name = model_name(body)
+    name = wire.NAME.read(await read_json(request))["model"]
     manager = request.app[MANAGER]
     await manager.unload(name)  # a loaded model stops answering before its files go
     await _off_loop(model_library(request).delete, name)
@@ -259,18 +255,9 @@ def _roots(request: web.Request) -> Roots:
     return [Path(root).expanduser().resolve() for root in roots]
 
 
-def _path(body: v.JSON) -> str:
-    path = v.string(body, "path", required=True) or ""
-    if "\0" in path:  # no file has one; the OS refuses it with a ValueError, not an OSError
-        raise BadRequest("'path' must not contain a NUL character", "path")
-    return path
-
-
 async def import_(request: web.Request) -> web.Response:
-    body = await read_json(request)
-    path = _path(body)
-    name = v.string(body, "model", required=False)
-    copy = v.boolean(body, "copy", False)
+    got = wire.IMPORT.read(await read_json(request))
+    path, name, copy = got["path"], got["model"], got["copy"]
     store = model_library(request).store
     manifest = await _off_loop(import_model, store, path, name, copy, _roots(request))
     return web.json_response(
@@ -284,8 +271,8 @@ async def import_(request: web.Request) -> web.Response:
 
 
 async def scan_(request: web.Request) -> web.Response:
-    body = await read_json(request)
-    found = await _off_loop(scan, _path(body), _roots(request))
+    path = wire.SCAN.read(await read_json(request))["path"]
+    found = await _off_loop(scan, path, _roots(request))
     return web.json_response(
         {
             "models": [

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from localserve.server.batches.lines import ENDPOINTS, WINDOWS
 from localserve.server.wire.shapes import (
     INT,
     NAT,
@@ -93,15 +92,6 @@ BATCH_SCHEMAS: dict[str, Schema] = {
     "FileDeleted": fixed({"id": STRING, "object": {"const": "file"}, "deleted": {"const": True}}),
     "Batch": BATCH,
     "BatchList": _list("Batch"),
-    "BatchRequest": obj(
-        {
-            "input_file_id": STRING,
-            "endpoint": {"enum": list(ENDPOINTS)},
-            "completion_window": {"enum": list(WINDOWS)},
-            "metadata": nullable(obj({}, additionalProperties=STRING, maxProperties=16)),
-        },
-        ("input_file_id", "endpoint", "completion_window"),
-    ),
 }
 
 _UPLOAD = {

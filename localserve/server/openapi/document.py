@@ -21,9 +21,9 @@ from localserve.server.http import guard
 from localserve.server.openapi.answers import ANSWERS
 from localserve.server.openapi.anthropic import ANTHROPIC_ANSWERS
 from localserve.server.openapi.batches import BATCH_SCHEMAS, batch_paths
-from localserve.server.openapi.requests import REQUESTS
 from localserve.server.openapi.responses import RESPONSES_ANSWERS
 from localserve.server.wire.bodies import DECLARED
+from localserve.server.wire.fields import MESSAGE
 from localserve.server.wire.shapes import FREE_OBJECT, Schema, ref
 
 OPENAI, OLLAMA, ANTHROPIC = "OpenAIError", "OllamaError", "AnthropicError"
@@ -357,7 +357,7 @@ DOCUMENT: dict[str, Any] = {
     "paths": _guarded({**PATHS, **batch_paths(op)}),
     "components": {
         "schemas": {
-            **REQUESTS,
+            "Message": MESSAGE,
             **{body.name: body.schema() for body in DECLARED},
             **ANSWERS,
             **ANTHROPIC_ANSWERS,

@@ -100,3 +100,8 @@ def test_anthropic_messages_take_speculative_and_priority_as_the_document_says()
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}
     req = read_request({**body, "speculative": 2, "priority": "background"})
     assert req.ask.params.draft_tokens == 2
+
+
+def test_every_request_body_in_the_document_is_a_declaration() -> None:
+    requests = {n for n in DOCUMENT["components"]["schemas"] if n.endswith("Request")}
+    assert requests == {b.name for b in DECLARED}
