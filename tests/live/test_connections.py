@@ -59,9 +59,27 @@ def busy(daemon_factory) -> Iterator[tuple[str, list[socket.socket]]]:
             b"POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
             b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(LONG), LONG)
         )
-    time.sleep(0.5)
+    in_flight(url, 4)
     yield url, held
     release(held)
+
+
+def in_flight(url: str, n: int, within_s: float = 60.0) -> None:
+    """Wait until `n` sequences are running or queued, asking as the operator (its reserve
+    serves it with every connection busy): on a loaded machine the heads may take a while."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        _, _, text = raw_request(f"{url}/metrics", headers=operator_headers(url), timeout=10)
+        lines = text.decode().splitlines() if isinstance(text, bytes) else []
+        counts = [
+            float(line.rsplit(" ", 1)[1])
+            for line in lines
+            if line.startswith(("localserve_sequences_running{", "localserve_sequences_waiting{"))
+        ]
+        if sum(counts) >= n:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"fewer than {n} sequences in flight after {within_s} s")
 
 
 @pytest.fixture
