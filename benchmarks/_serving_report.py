@@ -17,6 +17,10 @@ from benchmarks._serving_servers import BASE, BASELINES, NO_METRICS
 START, END = "<!-- bench_serving:start -->", "<!-- bench_serving:end -->"
 # --cold gets a section of its own.
 COLD_START, COLD_END = "<!-- bench_serving_cold:start -->", "<!-- bench_serving_cold:end -->"
+# A run against an earlier tree (--baseline-tree) is a record of a change, not of the server:
+# it gets a section of its own, and never replaces the record against llama.cpp's server.
+BASE_START, BASE_END = "<!-- bench_serving_base:start -->", "<!-- bench_serving_base:end -->"
+BASE_TITLE = "## This tree against an earlier one (`bench_serving.py --baseline-tree`)"
 METRICS_START, METRICS_END = (
     "<!-- bench_serving_metrics:start -->",
     "<!-- bench_serving_metrics:end -->",

@@ -39,6 +39,9 @@ from benchmarks._common import (
     write_doc,
 )
 from benchmarks._serving_report import (
+    BASE_END,
+    BASE_START,
+    BASE_TITLE,
     COLD_END,
     COLD_START,
     END,
@@ -278,8 +281,12 @@ def main(argv: list[str]) -> int:
             print(f"\n{ours} / {baseline}:\n{ratios}")
     if not args.no_write:
         cmd = command(__file__, argv)
-        markers = (COLD_START, COLD_END) if args.cold else (START, END)
-        write_doc(section(levels, cmd, model_path, args.cold, markers), *markers)
+        markers, title = (START, END), ""
+        if args.cold:
+            markers = (COLD_START, COLD_END)
+        elif BASE in args.servers:
+            markers, title = (BASE_START, BASE_END), BASE_TITLE
+        write_doc(section(levels, cmd, model_path, args.cold, markers, title), *markers)
     return 0
 
 
