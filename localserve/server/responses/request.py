@@ -41,29 +41,11 @@ from localserve.server.http import bounded_json
 from localserve.server.http import validation as v
 from localserve.server.http.readers import model_name, text_content
 from localserve.server.responses import schemas as s
+from localserve.server.responses.schemas import NOT_OFFERED
 from localserve.server.turn.ask import Ask
 from localserve.server.wire import shapes
 from localserve.server.wire.declare import Body, Field, boolean, integer, number, text
 
-# Tools whose calls are not function calls: left out, never offered to the model.
-NOT_OFFERED = frozenset(
-    {
-        "web_search",
-        "web_search_preview",
-        "web_search_preview_2025_03_11",
-        "web_search_2025_08_26",
-        "file_search",
-        "code_interpreter",
-        "image_generation",
-        "mcp",
-        "tool_search",
-        "computer",
-        "computer_use_preview",
-        "local_shell",
-        "shell",
-        "apply_patch",
-    }
-)
 NAMESPACE_SEP = "."
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal")
 
@@ -120,6 +102,13 @@ def _reasoning(body: v.JSON, key: str) -> tuple[str | None, str | None]:
     return effort, summary
 
 
+def _whole_only(body: v.JSON, key: str) -> bool:
+    """A compaction answers whole: a stream asked of it is refused, never silently not sent."""
+    if v.boolean(body, key, False):
+        raise BadRequest("a compaction answers whole: 'stream' must be false here", key)
+    return False
+
+
 def _tools_read(body: v.JSON, _: str) -> tuple[Any, dict[str, tuple[str, str]]]:
     namespaced: dict[str, tuple[str, str]] = {}
     return _tools(body, namespaced), namespaced
@@ -174,6 +163,7 @@ COMPACT = Body(
         "max_output_tokens": integer(
             1, 1 << 30, doc="the summary's cap (default 2048)", to="max_tokens"
         ),
+        "stream": Field(shapes.nullable({"const": False}), _whole_only),
     },
     ("model", "input"),
     closed=True,

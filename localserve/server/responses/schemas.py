@@ -16,6 +16,25 @@ from localserve.server.wire.shapes import (
     text,
 )
 
+# Tools whose calls are not function calls: left out, never offered to the model.
+NOT_OFFERED = frozenset(
+    {
+        "web_search",
+        "web_search_preview",
+        "web_search_preview_2025_03_11",
+        "web_search_2025_08_26",
+        "file_search",
+        "code_interpreter",
+        "image_generation",
+        "mcp",
+        "tool_search",
+        "computer",
+        "computer_use_preview",
+        "local_shell",
+        "shell",
+        "apply_patch",
+    }
+)
 R_PART = obj(
     {"type": {"enum": ["input_text", "output_text", "text"]}, "text": STRING}, ("type", "text")
 )
@@ -80,19 +99,7 @@ R_TOOL = one_of(
         ("type", "name", "tools"),
     ),
     obj(
-        {
-            "type": {
-                "enum": [
-                    "web_search",
-                    "web_search_preview",
-                    "file_search",
-                    "code_interpreter",
-                    "image_generation",
-                    "mcp",
-                    "local_shell",
-                ]
-            }
-        },
+        {"type": {"enum": sorted(NOT_OFFERED)}},
         ("type",),
         description="not offered to the model: left out",
     ),

@@ -12,6 +12,7 @@ from localserve.server.anthropic.request import read_request
 from localserve.server.ollama import generate
 from localserve.server.openai import completions
 from localserve.server.openapi.document import DOCUMENT
+from localserve.server.responses import request as responses
 from localserve.server.wire import ollama, openai
 from localserve.server.wire.bodies import DECLARED
 from localserve.server.wire.declare import Body
@@ -105,3 +106,11 @@ def test_anthropic_messages_take_speculative_and_priority_as_the_document_says()
 def test_every_request_body_in_the_document_is_a_declaration() -> None:
     requests = {n for n in DOCUMENT["components"]["schemas"] if n.endswith("Request")}
     assert requests == {b.name for b in DECLARED}
+
+
+def test_a_compaction_asked_to_stream_is_refused_naming_stream() -> None:
+    body = {"model": "m", "input": "hi", "stream": True}
+    with pytest.raises(BadRequest) as refused:
+        responses.COMPACT.read(body)
+    assert refused.value.param == "stream"
+    assert responses.COMPACT.read({**body, "stream": False})["stream"] is False
