@@ -79,12 +79,6 @@ def _idle(default: Any) -> Field:
     return Field(shapes.one_of({"const": default}, {"type": "null"}, description=doc), read)
 
 
-def _n_predict(body: v.JSON, key: str) -> int | None:
-    # n_predict 0 only prefills; the one token it costs is not sent.
-    n = v.integer(body, key, -1, -1, 1 << 30)
-    return None if n is None or n < 0 else max(1, n)
-
-
 def _seed(body: v.JSON, key: str) -> int | None:
     seed = v.integer(body, key, None, -1, (1 << 32) - 1)
     return None if seed is None or seed == -1 else seed
@@ -167,9 +161,7 @@ INFILL = Body(
         "input_prefix": Field(shapes.STRING),  # read with input_extra, as the fill
         "input_suffix": Field(shapes.STRING),
         "prompt": Field(shapes.text("text after the prefix")),
-        "n_predict": Field(
-            shapes.integer(-1, 1 << 30, -1, "0: only prefill"), _n_predict, "max_tokens"
-        ),
+        "n_predict": integer(-1, 1 << 30, -1, "0: only prefill"),
         "repeat_last_n": integer(-1, 1 << 20, 64),
         "temperature": number(0, 10, 0.8, to="temperature"),
         "top_k": integer(0, 1 << 20, 40, to="top_k"),
@@ -210,7 +202,13 @@ class InfillRequest:
 def read_infill(body: v.JSON) -> InfillRequest:
     got = INFILL.read(body)
     last_n = got["repeat_last_n"]
-    params = INFILL.sampling(got, penalty_last_n=-1 if last_n is None else last_n)
+    n_predict = got["n_predict"]
+    params = INFILL.sampling(
+        got,
+        penalty_last_n=-1 if last_n is None else last_n,
+        # 0 only prefills; the one token it costs is not sent.
+        max_tokens=None if n_predict is None or n_predict < 0 else max(1, n_predict),
+    )
     chosen = got["samplers"]
     if chosen is None:
         chosen = list(_CHAIN[:4]) + ["temperature"]  # llama.cpp's default chain, less infill
@@ -227,7 +225,6 @@ def read_infill(body: v.JSON) -> InfillRequest:
         frequency_penalty=params.frequency_penalty if "penalties" in chosen else 0.0,
         infill="infill" in chosen,
     )
-    n_predict = v.integer(body, "n_predict", -1, -1, 1 << 30)
     return InfillRequest(
         got["input_extra"],
         params,

@@ -34,7 +34,6 @@ from localserve.server.http.state import MANAGER, context_pin
 from localserve.server.ollama import template as ollama_template
 from localserve.server.ollama.options import (
     CONTEXT_HEADER,
-    OllamaOptions,
     answer_room,
     fit_prompt,
     options_from,
@@ -94,8 +93,9 @@ class OllamaGeneration:
         self.name = model_name(body, accept_name=False)
         if self.target is not None:
             return await self._upstream(body, self.target)
-        got = (wire.CHAT if self.chat else wire.GENERATE).read(body)
-        opts = options_from(got)
+        self.body = body
+        self.got = got = (wire.CHAT if self.chat else wire.GENERATE).read(body)
+        self.opts = opts = options_from(got)
         stay = got["keep_alive"]
         _refuse_unsupported(body, self.chat)
         pin = await context_pin(self.request, self.name, opts.pin, opts.num_ctx)
@@ -109,7 +109,7 @@ class OllamaGeneration:
             think=got["think"],
             keep_alive=stay,
             pin=pin,
-            prompt=lambda model, plan, params: self._prompt(model, plan, body, got, opts),
+            prompt=self._prompt,
             prompt_field="messages" if self.chat else "prompt",
             # A raw prompt or a template of the request's own is not the model's: no thinking.
             templated=self.chat or not (got["raw"] or got["template"] or got["suffix"]),
@@ -154,36 +154,25 @@ class OllamaGeneration:
     # -- the prompt ---------------------------------------------------------------------------
 
     async def _prompt(
-        self,
-        model: ResidentModel,
-        plan: ChatPlan,
-        body: v.JSON,
-        got: dict[str, Any],
-        opts: OllamaOptions,
+        self, model: ResidentModel, plan: ChatPlan, params: SamplingParams
     ) -> tuple[list[int] | str, SamplingParams]:
         """The prompt's tokens, fitted to the request's window, and the answer's room in it."""
         self.load_s = time.monotonic() - self.started
-        ctx, cut = window(opts.num_ctx, model.info.n_ctx_slot)
+        ctx, cut = window(self.opts.num_ctx, model.info.n_ctx_slot)
         if cut is not None:
             request_log.notice(self.request, CONTEXT_HEADER, cut)
         if self.chat:
-            tokens = await self._encode_chat(plan, got["messages"], opts, ctx)
+            tokens = await self._encode_chat(plan, self.got["messages"], ctx)
         else:
-            tokens = await self._encode(model, plan, body, got, opts, ctx)
-        self.context = None if self.chat or got["raw"] else tokens
-        return tokens, answer_room(opts.params, len(tokens), ctx, model.default_max_tokens)
+            tokens = await self._encode(model, plan, ctx)
+        self.context = None if self.chat or self.got["raw"] else tokens
+        return tokens, answer_room(params, len(tokens), ctx, model.default_max_tokens)
 
-    async def _encode(
-        self,
-        model: ResidentModel,
-        plan: ChatPlan,
-        body: v.JSON,
-        got: dict[str, Any],
-        opts: OllamaOptions,
-        ctx: int,
-    ) -> list[int]:
+    async def _encode(self, model: ResidentModel, plan: ChatPlan, ctx: int) -> list[int]:
+        got = self.got
         prompt, system, template = got["prompt"] or "", got["system"], got["template"]
-        fill = fim.ollama_fill(body)  # a suffix: fill-in-the-middle, raw or not (chat/fim.py)
+        # A suffix: fill-in-the-middle, raw or not (chat/fim.py).
+        fill = fim.ollama_fill(self.body)
         if fill is not None:
             tokens = (await fim.encode(model, fill, window=ctx)).tokens
         elif got["raw"]:
@@ -197,10 +186,10 @@ class OllamaGeneration:
         tokens = model.check_token_ids(got["context"], "context") + tokens
         if not tokens:
             raise BadRequest("the prompt is empty", "prompt")
-        return fit_prompt(tokens, ctx, opts.num_keep)
+        return fit_prompt(tokens, ctx, self.opts.num_keep)
 
     async def _encode_chat(
-        self, plan: ChatPlan, messages: list[dict[str, Any]], opts: OllamaOptions, ctx: int
+        self, plan: ChatPlan, messages: list[dict[str, Any]], ctx: int
     ) -> list[int]:
         """As Ollama does, drop the oldest turns (never a system message nor the last one)
         until the conversation fits the window."""
@@ -211,7 +200,7 @@ class OllamaGeneration:
                 break
             messages = messages[:oldest] + messages[oldest + 1 :]
             tokens = await plan.encode(messages)
-        return fit_prompt(tokens, ctx, opts.num_keep)
+        return fit_prompt(tokens, ctx, self.opts.num_keep)
 
     # -- the answer ---------------------------------------------------------------------------
 

@@ -7,9 +7,7 @@ The upstream's refusal comes back with its status and its message, in Ollama's s
 
 from __future__ import annotations
 
-import json
 import time
-from datetime import datetime, timezone
 from typing import Any
 
 from aiohttp import web
@@ -17,14 +15,6 @@ from aiohttp import web
 from localserve.server.upstream import translate
 from localserve.server.upstream.forward import error_text, sent, whole
 from localserve.server.upstream.registry import Route
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-async def _send(out: web.StreamResponse, obj: dict[str, Any]) -> None:
-    await out.write(json.dumps(obj).encode() + b"\n")
 
 
 async def embed(request: web.Request, target: Route, body: dict[str, Any]) -> web.StreamResponse:
