@@ -26,7 +26,7 @@ from localserve.ground.pin import AUTO
 from localserve.server.http import request_log
 from localserve.server.http import validation as v
 from localserve.server.http.priority import is_background
-from localserve.server.http.readers import keep_alive, model_name, read_json
+from localserve.server.http.readers import read_json
 from localserve.server.http.state import MANAGER, context_pin
 from localserve.server.ollama.options import CONTEXT_HEADER, window
 from localserve.server.turn.run import on_model
@@ -79,8 +79,7 @@ def _encoding(body: v.JSON, key: str) -> str:
     return encoding
 
 
-MODEL = Field(fields.MODEL, lambda body, _: model_name(body, accept_name=False))
-KEEP_ALIVE = Field(fields.KEEP_ALIVE, lambda body, _: keep_alive(body))
+MODEL, KEEP_ALIVE = fields.MODEL_FIELD, fields.KEEP_ALIVE_FIELD
 DIMENSIONS = integer(1, 1 << 20)
 EMBED = Body(
     "EmbedRequest",

@@ -35,10 +35,10 @@ from localserve.server.anthropic import schemas as s
 from localserve.server.chat import structured
 from localserve.server.chat.tool_calls import read_tools
 from localserve.server.http import validation as v
-from localserve.server.http.readers import model_name
 from localserve.server.turn.ask import Ask
 from localserve.server.wire import shapes
 from localserve.server.wire.declare import Body, Field, boolean, integer, number
+from localserve.server.wire.fields import MODEL_FIELD
 
 BILLING_HEADER = "x-anthropic-billing-header:"
 
@@ -78,7 +78,7 @@ TOOLS = {
     ),
     "tools": Field(s.A_PROMPT["tools"], lambda body, _: _tools(body)),
     "tool_choice": Field(s.A_PROMPT["tool_choice"]),  # read with the tools
-    "model": Field(s.MODEL, lambda body, _: model_name(body, accept_name=False)),
+    "model": MODEL_FIELD,
 }
 MESSAGES = Body(
     "MessagesRequest",

@@ -39,12 +39,13 @@ from localserve.server.chat.plan import read_effort
 from localserve.server.chat.tool_calls import read_tools
 from localserve.server.http import bounded_json
 from localserve.server.http import validation as v
-from localserve.server.http.readers import model_name, text_content
+from localserve.server.http.readers import text_content
 from localserve.server.responses import schemas as s
 from localserve.server.responses.schemas import NOT_OFFERED
 from localserve.server.turn.ask import Ask
 from localserve.server.wire import shapes
 from localserve.server.wire.declare import Body, Field, boolean, integer, number, text
+from localserve.server.wire.fields import MODEL_FIELD
 
 NAMESPACE_SEP = "."
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal")
@@ -147,7 +148,7 @@ FIELDS: dict[str, Field] = {
     "tools": Field(shapes.nullable(shapes.array(s.R_TOOL)), _tools_read),
     "tool_choice": Field(s.TOOL_CHOICE),  # read with the tools
     "parallel_tool_calls": Field(shapes.boolean(True)),  # read with the tools
-    "model": Field(s.MODEL, lambda body, _: model_name(body, accept_name=False)),
+    "model": MODEL_FIELD,
     "stream": boolean(False),
     "store": boolean(True, "keep it for previous_response_id"),
     "previous_response_id": text("a stored response to continue"),

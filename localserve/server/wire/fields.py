@@ -4,8 +4,9 @@ messages, tools, sampling and Ollama's options, as server/http/validation.py che
 from __future__ import annotations
 
 from localserve.server.chat.plan import EFFORTS
-from localserve.server.http.readers import ROLES
+from localserve.server.http.readers import ROLES, keep_alive, model_name
 from localserve.server.http.validation import MAX_STOP_CHARS, MAX_STOPS
+from localserve.server.wire.declare import Field
 from localserve.server.wire.shapes import (
     FREE_OBJECT,
     NAT,
@@ -161,3 +162,7 @@ OLLAMA_FORMAT = one_of(
     description='"json", or a JSON Schema the answer follows',
 )
 THINK = one_of({"type": "boolean"}, {"enum": ["high", "medium", "low"]}, {"type": "null"})
+
+# The fields every face reads alike: the model a request names, and its keep-alive.
+MODEL_FIELD = Field(MODEL, lambda body, _: model_name(body, accept_name=False))
+KEEP_ALIVE_FIELD = Field(KEEP_ALIVE, lambda body, _: keep_alive(body))

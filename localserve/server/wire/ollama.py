@@ -19,6 +19,8 @@ from localserve.server.wire import shapes
 from localserve.server.wire.declare import Body, Field, boolean, integer, nested, number, text
 from localserve.server.wire.fields import (
     ENGINE_LACKS,
+    KEEP_ALIVE_FIELD,
+    MODEL_FIELD,
     NO_LIMIT,
     OLLAMA_FORMAT,
     PRIORITY,
@@ -29,7 +31,6 @@ from localserve.server.wire.fields import (
     TOOL_CHOICE,
     TOOLS,
 )
-from localserve.server.wire.openai import KEEP_ALIVE_FIELD, MODEL_FIELD
 
 JSON = dict[str, Any]
 

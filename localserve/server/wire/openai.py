@@ -11,15 +11,15 @@ from localserve.server.chat import fim, structured
 from localserve.server.chat.plan import template_kwargs
 from localserve.server.chat.tool_calls import read_tools
 from localserve.server.http import validation as v
-from localserve.server.http.readers import chat_messages, keep_alive, model_name
+from localserve.server.http.readers import chat_messages
 from localserve.server.wire import shapes
 from localserve.server.wire.declare import Body, Field, boolean, integer, nested, number
 from localserve.server.wire.fields import (
     EFFORT,
     ENGINE_LACKS,
-    KEEP_ALIVE,
+    KEEP_ALIVE_FIELD,
     MESSAGES,
-    MODEL,
+    MODEL_FIELD,
     OUTPUT_CAP,
     PRIORITY,
     RESPONSE_FORMAT,
@@ -86,8 +86,6 @@ LOGIT_BIAS = shapes.nullable(
         "description": "a bias for each token id (below the vocabulary size); -100 bans it",
     }
 )
-MODEL_FIELD = Field(MODEL, lambda body, _: model_name(body, accept_name=False))
-KEEP_ALIVE_FIELD = Field(KEEP_ALIVE, lambda body, _: keep_alive(body))
 STREAM_OPTIONS = Body("StreamOptions", {"include_usage": boolean(False)})
 SAMPLING = {
     "stream": boolean(False),

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from localserve.ground.errors import BadRequest
 from localserve.server.http import validation as v
-from localserve.server.http.readers import keep_alive, model_name
+from localserve.server.http.readers import model_name
 from localserve.server.wire import shapes
 from localserve.server.wire.declare import Body, Field, boolean, integer, text
-from localserve.server.wire.fields import KEEP_ALIVE, MODEL_OR_NAME, NAMED
+from localserve.server.wire.fields import KEEP_ALIVE_FIELD, MODEL_OR_NAME, NAMED
 
 
 def _path(body: v.JSON, key: str) -> str:
@@ -39,7 +39,7 @@ LOAD = Body(
     "LoadRequest",
     {
         **NAMED_MODEL,
-        "keep_alive": Field(KEEP_ALIVE, lambda body, _: keep_alive(body)),
+        "keep_alive": KEEP_ALIVE_FIELD,
         "device": text(examples=["cpu", "gpu0"]),
         "num_gpu": integer(-1, 1 << 20, -1),
         "pin": boolean(False),
