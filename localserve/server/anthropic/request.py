@@ -38,7 +38,7 @@ from localserve.server.http import validation as v
 from localserve.server.turn.ask import Ask
 from localserve.server.wire import shapes
 from localserve.server.wire.declare import Body, Field, boolean, integer, number
-from localserve.server.wire.fields import MODEL_FIELD
+from localserve.server.wire.fields import MODEL_FIELD, PRIORITY_FIELD, SPECULATIVE_FIELD
 
 BILLING_HEADER = "x-anthropic-billing-header:"
 
@@ -97,10 +97,10 @@ MESSAGES = Body(
         "top_p": number(0, 1, 0.95, to="top_p"),
         "top_k": integer(0, 1 << 20, 40, to="top_k"),
         "stop_sequences": Field(s.STOP_SEQUENCES, v.stop_list, "stop"),
-        "speculative": Field(s.SPECULATIVE, v.draft_tokens, "draft_tokens"),
+        "speculative": SPECULATIVE_FIELD,
         **TOOLS,
         "stream": boolean(False),
-        "priority": Field(s.PRIORITY),  # read with every face's (server/http/priority.py)
+        "priority": PRIORITY_FIELD,
     },
     ("model", "messages", "max_tokens"),
     closed=True,

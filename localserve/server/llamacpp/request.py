@@ -18,7 +18,7 @@ from localserve.server.http import validation as v
 from localserve.server.llamacpp.infill_rules import LineRules
 from localserve.server.wire import shapes
 from localserve.server.wire.declare import Body, Field, boolean, integer, number, text
-from localserve.server.wire.fields import KEEP_ALIVE, PRIORITY, STOP
+from localserve.server.wire.fields import KEEP_ALIVE, PRIORITY_FIELD, STOP_FIELD
 
 # llama.cpp's fields we do not honour, with the value that changes nothing.
 _IDLE_DEFAULTS: dict[str, Any] = {
@@ -171,7 +171,7 @@ INFILL = Body(
         "presence_penalty": number(-2, 2, 0, to="presence_penalty"),
         "frequency_penalty": number(-2, 2, 0, to="frequency_penalty"),
         "seed": Field(shapes.integer(-1, (1 << 32) - 1, -1), _seed, "seed"),
-        "stop": Field(STOP, v.stop_list, "stop"),
+        "stop": STOP_FIELD,
         "ignore_eos": boolean(False, to="ignore_eos"),
         "samplers": Field(SAMPLERS, _samplers),
         "n_indent": integer(0, 1 << 20, 0),
@@ -182,7 +182,7 @@ INFILL = Body(
         "stream": boolean(False),
         "keep_alive": Field(KEEP_ALIVE),  # read as the model is held (infill.py)
         "model": text("the first loaded model when blank"),
-        "priority": Field(PRIORITY),  # read with every face's (server/http/priority.py)
+        "priority": PRIORITY_FIELD,
     },
     ("input_prefix", "input_suffix"),
 )

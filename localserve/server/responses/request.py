@@ -45,7 +45,7 @@ from localserve.server.responses.schemas import NOT_OFFERED
 from localserve.server.turn.ask import Ask
 from localserve.server.wire import shapes
 from localserve.server.wire.declare import Body, Field, boolean, integer, number, text
-from localserve.server.wire.fields import MODEL_FIELD
+from localserve.server.wire.fields import MODEL_FIELD, PRIORITY_FIELD, SPECULATIVE_FIELD
 
 NAMESPACE_SEP = "."
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal")
@@ -144,7 +144,7 @@ FIELDS: dict[str, Field] = {
     "top_p": number(0, 1, 0.95, to="top_p"),
     "max_output_tokens": integer(1, 1 << 30, doc=s.OUTPUT_CAP, to="max_tokens"),
     "text": Field(s.TEXT, lambda body, key: _format(v.obj(body, key)), "grammar"),
-    "speculative": Field(s.SPECULATIVE, v.draft_tokens, "draft_tokens"),
+    "speculative": SPECULATIVE_FIELD,
     "tools": Field(shapes.nullable(shapes.array(s.R_TOOL)), _tools_read),
     "tool_choice": Field(s.TOOL_CHOICE),  # read with the tools
     "parallel_tool_calls": Field(shapes.boolean(True)),  # read with the tools
@@ -152,7 +152,7 @@ FIELDS: dict[str, Field] = {
     "stream": boolean(False),
     "store": boolean(True, "keep it for previous_response_id"),
     "previous_response_id": text("a stored response to continue"),
-    "priority": Field(s.PRIORITY),  # read with every face's (server/http/priority.py)
+    "priority": PRIORITY_FIELD,
 }
 RESPONSES = Body("ResponsesRequest", FIELDS, ("model", "input"), closed=True)
 # A compaction continues no stored response: its input is the whole conversation.

@@ -4,6 +4,7 @@ messages, tools, sampling and Ollama's options, as server/http/validation.py che
 from __future__ import annotations
 
 from localserve.server.chat.plan import EFFORTS
+from localserve.server.http import validation as v
 from localserve.server.http.readers import ROLES, keep_alive, model_name
 from localserve.server.http.validation import MAX_STOP_CHARS, MAX_STOPS
 from localserve.server.wire.declare import Field
@@ -166,3 +167,6 @@ THINK = one_of({"type": "boolean"}, {"enum": ["high", "medium", "low"]}, {"type"
 # The fields every face reads alike: the model a request names, and its keep-alive.
 MODEL_FIELD = Field(MODEL, lambda body, _: model_name(body, accept_name=False))
 KEEP_ALIVE_FIELD = Field(KEEP_ALIVE, lambda body, _: keep_alive(body))
+STOP_FIELD = Field(STOP, v.stop_list, "stop")
+SPECULATIVE_FIELD = Field(SPECULATIVE, v.draft_tokens, "draft_tokens")
+PRIORITY_FIELD = Field(PRIORITY)  # read with every face's (server/http/priority.py)

@@ -23,10 +23,10 @@ from localserve.server.wire.fields import (
     MODEL_FIELD,
     NO_LIMIT,
     OLLAMA_FORMAT,
-    PRIORITY,
+    PRIORITY_FIELD,
     SEED,
-    SPECULATIVE,
-    STOP,
+    SPECULATIVE_FIELD,
+    STOP_FIELD,
     THINK,
     TOOL_CHOICE,
     TOOLS,
@@ -92,8 +92,8 @@ OPTIONS = Body(
         "min_p": number(0, 1, 0, ENGINE_LACKS, to="min_p"),
         "presence_penalty": number(-2, 2, 0, ENGINE_LACKS, to="presence_penalty"),
         "frequency_penalty": number(-2, 2, 0, ENGINE_LACKS, to="frequency_penalty"),
-        "stop": Field(STOP, v.stop_list, "stop"),
-        "speculative": Field(SPECULATIVE, v.draft_tokens, "draft_tokens"),
+        "stop": STOP_FIELD,
+        "speculative": SPECULATIVE_FIELD,
         "num_ctx": integer(
             1,
             NO_LIMIT,
@@ -111,7 +111,7 @@ COMMON: dict[str, Field] = {
     "format": Field(OLLAMA_FORMAT, lambda body, _: structured.from_format(body)),
     "keep_alive": KEEP_ALIVE_FIELD,
     "think": Field(THINK, _think),
-    "priority": Field(PRIORITY),  # read with every face's (server/http/priority.py)
+    "priority": PRIORITY_FIELD,
 }
 GENERATE = Body(
     "GenerateRequest",

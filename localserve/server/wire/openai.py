@@ -21,11 +21,11 @@ from localserve.server.wire.fields import (
     MESSAGES,
     MODEL_FIELD,
     OUTPUT_CAP,
-    PRIORITY,
+    PRIORITY_FIELD,
     RESPONSE_FORMAT,
     SEED,
-    SPECULATIVE,
-    STOP,
+    SPECULATIVE_FIELD,
+    STOP_FIELD,
     TEMPLATE_KWARGS,
     TOKEN_IDS,
     TOOL_CHOICE,
@@ -98,7 +98,7 @@ SAMPLING = {
         1, 1 << 30, doc="max_tokens' newer name, which wins", to="max_tokens"
     ),
     "max_tokens": integer(1, 1 << 30, doc=OUTPUT_CAP, to="max_tokens"),
-    "stop": Field(STOP, v.stop_list, "stop"),
+    "stop": STOP_FIELD,
     "temperature": number(0, 2, 0.8, to="temperature"),
     "top_p": number(0, 1, 0.95, to="top_p"),
     "top_k": integer(0, 1 << 20, 40, to="top_k"),
@@ -111,9 +111,9 @@ SAMPLING = {
     "response_format": Field(
         RESPONSE_FORMAT, lambda body, _: structured.from_response_format(body), "grammar"
     ),
-    "speculative": Field(SPECULATIVE, v.draft_tokens, "draft_tokens"),
+    "speculative": SPECULATIVE_FIELD,
     "keep_alive": KEEP_ALIVE_FIELD,
-    "priority": Field(PRIORITY),  # read with every face's (server/http/priority.py)
+    "priority": PRIORITY_FIELD,
 }
 CHAT_COMPLETION = Body(
     "ChatCompletionRequest",
