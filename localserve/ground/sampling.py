@@ -91,3 +91,10 @@ class SamplingParams:
             and not self.logit_bias
             and self.grammar is None
         )
+
+    def answer_cap(self, prompt_len: int, window: int) -> int:
+        """The answer's cap: the request's (or the settings') max_tokens, never past the room
+        the prompt leaves in `window`. A cap larger than the room is an upper bound, not a
+        refusal: the answer ends "length", as llama.cpp's server, Ollama and LM Studio do."""
+        room = window - prompt_len
+        return max(1, room if self.max_tokens is None else min(self.max_tokens, room))

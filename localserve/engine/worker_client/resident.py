@@ -88,13 +88,14 @@ class ResidentModel:
         # Long prompts take milliseconds to tokenize: keep that off the event loop.
         loop = asyncio.get_running_loop()
         (tokens,) = await loop.run_in_executor(None, self.runner.tokenize, [text], add_special)
-        if not tokens:
-            raise BadRequest("the prompt is empty", "prompt")
         return tokens
 
-    def output_cap(self, params: SamplingParams) -> int | None:
-        """The most tokens an answer may have: the request's own cap, else the settings'."""
-        return params.max_tokens if params.max_tokens is not None else self.default_max_tokens
+    def with_cap(self, params: SamplingParams) -> SamplingParams:
+        """The answer's cap settled: the request's own max_tokens, else the settings' for this
+        model (the worker then keeps it within the room the prompt leaves)."""
+        if params.max_tokens is not None or self.default_max_tokens is None:
+            return params
+        return replace(params, max_tokens=self.default_max_tokens)
 
     def add_bos(self, rendered: str) -> bool:
         """Whether a prompt the chat template wrote still wants the model's BOS: the template
@@ -115,9 +116,8 @@ class ResidentModel:
 
         `prompt_field` names the request field an error about the prompt should point at.
         """
-        capped = replace(params, max_tokens=self.output_cap(params))
         add_special = isinstance(prompt, str) and self.add_bos(prompt)
-        return await self.runner.start(prompt, capped, prompt_field, add_special, want_tokens)
+        return await self.runner.start(prompt, params, prompt_field, add_special, want_tokens)
 
     @asynccontextmanager
     async def generation(

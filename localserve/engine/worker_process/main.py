@@ -228,9 +228,8 @@ class Worker:
         prompt = message.prompt or backend.tokenize(message.text, message.add_special)
         if not prompt:
             raise BadRequest("the prompt is empty", message.prompt_field)
-        room = backend.info.n_ctx_slot - len(prompt)
-        cap = message.params.max_tokens
-        seq = Sequence(prompt, message.params, max(1, room if cap is None else min(cap, room)))
+        cap = message.params.answer_cap(len(prompt), backend.info.n_ctx_slot)
+        seq = Sequence(prompt, message.params, cap)
         seq.id = message.seq
         with self._lock:
             self._sequences[(message.model, seq.id)] = seq

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -34,7 +35,6 @@ from localserve.server.http.state import MANAGER, context_pin
 from localserve.server.ollama import template as ollama_template
 from localserve.server.ollama.options import (
     CONTEXT_HEADER,
-    answer_room,
     fit_prompt,
     options_from,
     window,
@@ -166,7 +166,13 @@ class OllamaGeneration:
         else:
             tokens = await self._encode(model, plan, ctx)
         self.context = None if self.chat or self.got["raw"] else tokens
-        return tokens, answer_room(params, len(tokens), ctx, model.default_max_tokens)
+        # The window may be narrower than the slot, so the answer's room is the window's.
+        room = replace(
+            params,
+            max_tokens=params.answer_cap(len(tokens), ctx),
+            penalty_last_n=min(params.penalty_last_n, ctx),
+        )
+        return tokens, room
 
     async def _encode(self, model: ResidentModel, plan: ChatPlan, ctx: int) -> list[int]:
         got = self.got
@@ -184,8 +190,6 @@ class OllamaGeneration:
             messages.append({"role": "user", "content": prompt})
             tokens = await plan.encode(messages)
         tokens = model.check_token_ids(got["context"], "context") + tokens
-        if not tokens:
-            raise BadRequest("the prompt is empty", "prompt")
         return fit_prompt(tokens, ctx, self.opts.num_keep)
 
     async def _encode_chat(

@@ -17,7 +17,7 @@ room, and the answer ends with done_reason "length" when the window is full.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from localserve.ground.pin import Pin
@@ -87,15 +87,3 @@ def fit_prompt(tokens: list[int], ctx: int, num_keep: int) -> list[int]:
         ctx,
     )
     return tokens[:keep] + tokens[-tail:]
-
-
-def answer_room(
-    params: SamplingParams, prompt_len: int, ctx: int, default: int | None = None
-) -> SamplingParams:
-    """Cap the answer so prompt and answer stay within the window; `default` is the cap of a
-    request without num_predict (the settings' max_tokens)."""
-    room = max(1, ctx - prompt_len)
-    asked = params.max_tokens if params.max_tokens is not None else default
-    cap = room if asked is None else min(asked, room)
-    last_n = min(params.penalty_last_n, ctx)
-    return replace(params, max_tokens=cap, penalty_last_n=last_n)

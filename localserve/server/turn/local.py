@@ -124,11 +124,11 @@ async def local_turn(request: web.Request, ask: Ask) -> AsyncIterator[Turn]:
     async with request.app[MANAGER].acquire(ask.model, ask.keep_alive, ask.pin) as model:
         check_room(model, ask.params)
         plan = plan_for(model, ask)
+        params = model.with_cap(ask.params)  # the one place the settings' cap is taken
         if ask.prompt is None:
             text: list[int] | str = plan.render(ask.messages)
-            params = ask.params
         else:
-            text, params = await ask.prompt(model, plan, ask.params)
+            text, params = await ask.prompt(model, plan, params)
         params = with_priority(request, plan.constrain(params))
         parser = plan.parser() if ask.templated else AnswerParser()
         field = ask.prompt_field
@@ -140,7 +140,7 @@ async def local_turn(request: web.Request, ask: Ask) -> AsyncIterator[Turn]:
                 )
                 yield Turn(model, seq, parser)
                 return
-            answer_params, cap = params, model.output_cap(params)
+            answer_params, cap = params, params.max_tokens
             thinking = replace(
                 params,
                 grammar=None,

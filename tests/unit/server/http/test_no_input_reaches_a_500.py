@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from localserve.ground.sampling import SamplingParams
 from localserve.ground.settings import OPERATOR_HEADER, Settings
 from localserve.server.app import build_app
 from localserve.server.http.bounded_json import MAX_DEPTH, MAX_INT_DIGITS
@@ -41,6 +42,9 @@ class NoTurns:
 
     def check_token_ids(self, ids: list[int], field: str) -> None:
         pass
+
+    def with_cap(self, params: SamplingParams) -> SamplingParams:
+        return params
 
     def __getattr__(self, name: str) -> Any:
         raise AssertionError(f"the request reached the model ({name}); it should be a 4xx")
