@@ -11,7 +11,8 @@ records here what survived. The file, `probe.json` in the user's state folder:
         "<build key>": {
           "cpu": {"device": "cpu", "use_extra_bufts": false,
                   "reason": "with extra buffer types the worker died of SIGILL",
-                  "probed_at": "2025-01-31T12:00:00+00:00", "seconds": 2.41}
+                  "probed_at": "2025-01-31T12:00:00+00:00", "seconds": 2.41,
+                  "build": "<the remedy's unpacked build, once it decodes with them>"}
         }
       }
     }
@@ -51,6 +52,9 @@ class Verdict:
     reason: str  # what the probe saw, in a sentence
     probed_at: str  # ISO 8601 with its offset (UTC)
     seconds: float  # how long the probe took
+    # Where the extra buffer types die: the unpacked build without AMX that decodes with them
+    # (native/remedy.py), once the remedy has made and probed it; "" until then.
+    build: str = ""
 
     @classmethod
     def now(cls, device: str, use_extra_bufts: bool, reason: str, seconds: float) -> Verdict:
@@ -69,6 +73,7 @@ class Verdict:
         device, bufts, reason, at, seconds = (
             raw.get(k) for k in ("device", "use_extra_bufts", "reason", "probed_at", "seconds")
         )
+        build = raw.get("build", "")
         if not (
             isinstance(device, str)
             and isinstance(bufts, bool)
@@ -76,9 +81,10 @@ class Verdict:
             and isinstance(at, str)
             and isinstance(seconds, (int, float))
             and not isinstance(seconds, bool)
+            and isinstance(build, str)
         ):
             raise ValueError(f"not a verdict: {raw!r}")
-        return cls(device, bufts, reason, at, float(seconds))
+        return cls(device, bufts, reason, at, float(seconds), build)
 
 
 def cache_path() -> Path:

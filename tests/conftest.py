@@ -36,6 +36,9 @@ os.environ["XDG_CONFIG_HOME"] = os.path.join(_SANDBOX, "config")
 os.environ["XDG_DATA_HOME"] = os.path.join(_SANDBOX, "data")
 os.environ["XDG_STATE_HOME"] = os.path.join(_SANDBOX, "state")
 os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
+# On a CPU with AMX, every daemon would start the probe's remedy, a build of minutes, beside the
+# suite; tests/live/test_native_remedy.py turns it on where it tests it.
+os.environ["LOCALSERVE_NO_NATIVE_BUILD"] = "1"
 
 LIVE = Path(__file__).parent / "live"
 # A test marked `kernels` runs llama.cpp in its own process, so that a native crash fails that

@@ -186,6 +186,9 @@ class Settings:
         "seconds the probe's throwaway worker has to load a model and decode a token "
         "before its configuration counts as failed",
     )
+    no_native_build: bool = setting(
+        False, SWITCH, "where llama.cpp's AMX kernels die, never build it without AMX (background)"
+    )
     max_pass_over: float = setting(
         10.0,
         SECONDS,

@@ -12,8 +12,8 @@ from pathlib import Path
 from tests.support.hermetic import is_setting
 
 ROOT = Path(__file__).parents[2]
-# What conftest.py sets itself: the sandbox's store.
-SET_BY_THE_SUITE = {"LOCALSERVE_MODELS"}
+# What conftest.py sets itself: the sandbox's store, and no background native build.
+SET_BY_THE_SUITE = {"LOCALSERVE_MODELS", "LOCALSERVE_NO_NATIVE_BUILD"}
 
 
 def test_the_suite_sees_no_localserve_setting_but_its_own() -> None:

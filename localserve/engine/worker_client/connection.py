@@ -27,6 +27,7 @@ from localserve.ground import errors
 from localserve.ground import messages as m
 from localserve.ground.errors import EngineStopped
 from localserve.ground.settings import Settings
+from localserve_native.remedy import python_path
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +204,11 @@ class WorkerProcess:
         return m.read_frame(self._sock, self._decoder)
 
 
-def worker_env() -> dict[str, str]:
+def worker_env(build: str = "") -> dict[str, str]:
     """The daemon's environment for a worker: the same, with output unbuffered so that the
-    last lines before a fault reach the log."""
-    return {**os.environ, "PYTHONUNBUFFERED": "1"}
+    last lines before a fault reach the log; with a `build`, its llama.cpp shadows the venv's
+    (native/remedy.py)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if build:
+        env["PYTHONPATH"] = python_path(build, env.get("PYTHONPATH"))
+    return env

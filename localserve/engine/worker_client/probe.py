@@ -33,12 +33,13 @@ from localserve_native import verdicts
 log = logging.getLogger(__name__)
 
 
-def extra_bufts_verdict(device: str, key: str, settings: Settings) -> bool:
+def extra_bufts_verdict(device: str, key: str, settings: Settings, build: str = "") -> bool:
     """Whether `device` loads models with llama.cpp's extra buffer types; probes if need be.
 
     `key` names the build that will run them (native/verdicts.py's `build_key`): the daemon asks
-    the device's worker, since a worker may run another build than the daemon's venv; code that
-    runs llama.cpp in its own process (the in-process tests, benchmarks) computes it there."""
+    the device's worker, since a worker may run another build than the daemon's venv (`build`,
+    the remedy's: engine/worker_client/remedy.py); code that runs llama.cpp in its own process
+    (the in-process tests, benchmarks) computes it there."""
     known = verdicts.read(key).get(device)
     if known is not None:
         return known.use_extra_bufts
@@ -46,7 +47,7 @@ def extra_bufts_verdict(device: str, key: str, settings: Settings) -> bool:
         log.info("probe for %s: no embedded model to probe with; extra buffer types on", device)
         return True
     t0 = time.perf_counter()
-    failed = try_decode(device, settings, extra_bufts=True)
+    failed = try_decode(device, settings, extra_bufts=True, build=build)
     if failed is None:
         verdict = verdicts.Verdict.now(
             device,
@@ -55,7 +56,7 @@ def extra_bufts_verdict(device: str, key: str, settings: Settings) -> bool:
             time.perf_counter() - t0,
         )
     else:
-        failed_too = try_decode(device, settings, extra_bufts=False)
+        failed_too = try_decode(device, settings, extra_bufts=False, build=build)
         if failed_too is not None:
             raise EngineStopped(
                 device,
@@ -80,7 +81,7 @@ def extra_bufts_verdict(device: str, key: str, settings: Settings) -> bool:
     return verdict.use_extra_bufts
 
 
-def try_decode(device: str, settings: Settings, extra_bufts: bool) -> str | None:
+def try_decode(device: str, settings: Settings, extra_bufts: bool, build: str = "") -> str | None:
     """Load the embedded SmolLM2 in a throwaway worker and decode one token: None if it did,
     else what went wrong (how the worker died, the error it reported, or that it hung)."""
     path = embedded_path("smollm2")
@@ -102,7 +103,9 @@ def try_decode(device: str, settings: Settings, extra_bufts: bool) -> str | None
             ended.set()
 
     small = replace(settings, parallel=1, ctx=256, prompt_cache=0, step_tokens=64)
-    worker = WorkerProcess(device, small, on_message, lambda w, cause: ended.set(), worker_env())
+    worker = WorkerProcess(
+        device, small, on_message, lambda w, cause: ended.set(), worker_env(build)
+    )
     started = time.monotonic()
     try:
         timeout = settings.probe_timeout
@@ -116,6 +119,19 @@ def try_decode(device: str, settings: Settings, extra_bufts: bool) -> str | None
         cause = worker.cause
         worker.stop()
     return verdict_of(cause, bool(decoded), errors, time.monotonic() - started)
+
+
+def build_key_of(device: str, settings: Settings, build: str = "") -> str:
+    """The build key (native/verdicts.py) of the llama.cpp a worker of `build` runs, asked of
+    a throwaway worker: the daemon itself never loads llama.cpp."""
+    small = replace(settings, parallel=1, ctx=256, prompt_cache=0)
+    worker = WorkerProcess(
+        device, small, lambda message: None, lambda w, c: None, worker_env(build)
+    )
+    try:
+        return str(worker.ask(m.Stats(0), timeout=settings.probe_timeout)["build_key"])
+    finally:
+        worker.stop()
 
 
 def verdict_of(cause: str | None, decoded: bool, errors: list[str], seconds: float) -> str | None:

@@ -8,7 +8,9 @@ worker that dies twice at the same point (the same models, soon after it started
 restarted in a loop: the device is marked failed, with the reason, for /health and `status`.
 
 Before a device's first load, the probe (engine/worker_client/probe.py) finds which llama.cpp
-configuration survives a decode there, once per build and CPU.
+configuration survives a decode there, once per build and CPU. Where the extra buffer types
+die on a CPU with AMX, the remedy (engine/worker_client/remedy.py) builds llama.cpp without
+AMX in the background, and once a verdict names that build, the device's worker runs from it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import msgspec
 from localserve.engine.worker_client.connection import WorkerProcess, worker_env
 from localserve.engine.worker_client.placement import Placement
 from localserve.engine.worker_client.probe import extra_bufts_verdict
+from localserve.engine.worker_client.remedy import Remedy
 from localserve.engine.worker_client.remote import RemoteRunner
 from localserve.engine.worker_client.resident import ResidentModel
 from localserve.engine.worker_client.sizing import layered_estimate
@@ -36,6 +39,7 @@ from localserve.ground import messages as m
 from localserve.ground.errors import EngineStopped
 from localserve.ground.model import ModelRef
 from localserve.ground.settings import Settings
+from localserve_native import verdicts
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +72,7 @@ class Device:
     last_cause: str | None = None
     failed: str | None = None
     use_extra_bufts: bool | None = None
+    build: str = ""  # the remedy's llama.cpp its worker runs from, or "" for the venv's
     models: dict[str, RemoteRunner] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     sent: Counter[str] = field(default_factory=Counter)  # messages to its workers, by kind
@@ -87,6 +92,7 @@ class WorkerLoader:
         self._loop = asyncio.get_running_loop()
         self._lost: LostModels = lambda names, why: None
         self._closing = False
+        self.remedy = Remedy(settings)
 
     # -- the Loader seam ---------------------------------------------------------------------
 
@@ -102,6 +108,7 @@ class WorkerLoader:
         device = self.devices[self._placed.get(ref.name, placement.device)]
         worker = self._worker(device)
         extra_bufts = self._extra_bufts(device, worker) if ref.format == "gguf" else True
+        worker = device.worker or worker  # the probe's verdict may have moved it to a build
         prompt_cache = sum(need.prompt_cache for need in placement.need.values())
         load = m.Load(
             0,
@@ -158,6 +165,7 @@ class WorkerLoader:
                 "last_cause": device.last_cause,
                 "pid": worker.pid if worker and worker.alive else None,
                 "sent": dict(device.sent),
+                "native_build": self.remedy.state.get(device.name),
             }
         return out
 
@@ -181,15 +189,34 @@ class WorkerLoader:
             self.settings,
             self._from_worker(device.name),
             self._exited,
-            env=worker_env(),
+            env=worker_env(device.build),
             sent=device.sent,
         )
 
     def _extra_bufts(self, device: Device, worker: WorkerProcess) -> bool:
-        if device.use_extra_bufts is None:
-            key = worker.ask(m.Stats(0), timeout=self.settings.probe_timeout)["build_key"]
-            device.use_extra_bufts = extra_bufts_verdict(device.name, str(key), self.settings)
+        with device.lock:
+            if device.use_extra_bufts is None:
+                device.use_extra_bufts = self._probe(device, worker)
         return device.use_extra_bufts
+
+    def _probe(self, device: Device, worker: WorkerProcess) -> bool:
+        """The verdict for the build `worker` runs; where it says the extra buffer types die,
+        the worker moves to the remedy's build if one is named and kept, or the remedy starts."""
+        key = str(worker.ask(m.Stats(0), timeout=self.settings.probe_timeout)["build_key"])
+        if extra_bufts_verdict(device.name, key, self.settings):
+            return True
+        verdict = verdicts.read(key).get(device.name)
+        build = verdict.build if verdict is not None else ""
+        if not build or not os.path.isdir(os.path.join(build, "llama_cpp")):
+            self.remedy.start(device.name, key)
+            return False
+        log.info("the %s engine runs the build without AMX in %s", device.name, build)
+        device.build = build
+        device.worker = self._spawn(device)
+        device.started_at = time.monotonic()
+        worker.stop()  # fresh: the first load asked for the probe, so it holds no model
+        moved = device.worker.ask(m.Stats(0), timeout=self.settings.probe_timeout)["build_key"]
+        return extra_bufts_verdict(device.name, str(moved), self.settings, build)
 
     def _from_worker(self, name: str) -> Callable[[m.Step | m.Embedded], None]:
         def deliver(message: m.Step | m.Embedded) -> None:
