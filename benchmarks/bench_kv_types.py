@@ -4,7 +4,9 @@ For each model and type:
 - the context that fits 1 GiB (cells over all slots), by the daemon's own estimate: what is left
   of 1 GiB after the weights and compute buffers, over a cell's bytes in that type;
 - 16-stream tok/s: 16 workers send streamed greedy chat completions back to back (--rounds
-  each) to a daemon with `--parallel 16 --kv-cache-type TYPE`, against f16's in the same run;
+  each) to a daemon with `--parallel 16 --kv-cache-type TYPE`; --passes passes, the types'
+  order reversed every other pass so that none always goes first, and each type's speed
+  against f16's is the median of its per-pass ratios;
 - greedy agreement with f16: each of the prompts answered greedily, one at a time, and the
   first token where the answer leaves f16's (the median over prompts; the answer's length
   where it never does).
@@ -59,8 +61,12 @@ class Row:
     model: str
     kv: str
     cells: int
-    tok_s: float
+    tok_s: list[float]  # per pass
     first_differences: list[int]  # per prompt: the first token leaving f16's answer
+
+    def against(self, f16: Row) -> float:
+        """The median over passes of this type's tok/s over f16's in the same pass."""
+        return statistics.median(ours / theirs for ours, theirs in zip(self.tok_s, f16.tok_s))
 
 
 def cells_in(ref: ModelRef, kv: str, budget: int) -> int:
@@ -111,30 +117,37 @@ def run_model(name: str, path: str, args: argparse.Namespace, tmp: Path) -> list
         return vocab.tokenize(text.encode(), add_bos=False)
 
     ref = replace(resolve(path), name=name)
-    rows, reference = [], None
-    for kv in TYPES:
-        port = free_port()
-        daemon = ["--model", path, "--parallel", str(STREAMS), "--ctx", str(CTX)]
-        daemon += ["--kv-cache-type", kv, "--threads", str(args.threads)]
-        with running(serve_command(daemon, port), port, "/health", tmp / f"{name}-{kv}.log") as b:
-            tok_s = asyncio.run(speed(b, name, args.rounds, args.max_tokens))
-            said = asyncio.run(answers(b, name))
-        reference = reference or said
-        diffs = [first_difference(tokenize, s, r) for s, r in zip(said, reference)]
-        rows.append(Row(name, kv, cells_in(ref, kv, BUDGET), tok_s, diffs))
-        print(f"{name} {kv}: {rows[-1].cells} cells in 1 GiB, {tok_s:.1f} tok/s, {diffs}")
-    return rows
+    rows = {kv: Row(name, kv, cells_in(ref, kv, BUDGET), [], []) for kv in TYPES}
+    said: dict[str, list[str]] = {}
+    for n in range(args.passes):
+        for kv in TYPES if n % 2 == 0 else TYPES[::-1]:
+            port = free_port()
+            daemon = ["--model", path, "--parallel", str(STREAMS), "--ctx", str(CTX)]
+            daemon += ["--kv-cache-type", kv, "--threads", str(args.threads)]
+            log = tmp / f"{name}-{kv}-{n}.log"
+            with running(serve_command(daemon, port), port, "/health", log) as base:
+                rows[kv].tok_s.append(asyncio.run(speed(base, name, args.rounds, args.max_tokens)))
+                if kv not in said:
+                    said[kv] = asyncio.run(answers(base, name))
+            print(f"{name} {kv} pass {n + 1}: {rows[kv].tok_s[-1]:.1f} tok/s")
+    for kv, row in rows.items():
+        row.first_differences = [
+            first_difference(tokenize, s, r) for s, r in zip(said[kv], said["f16"])
+        ]
+        print(f"{name} {kv}: {row.cells} cells in 1 GiB, {row.first_differences}")
+    return list(rows.values())
 
 
 def table(rows: list[Row]) -> list[str]:
     lines = [
-        "| model | KV type | cells in 1 GiB | vs f16 | 16 streams tok/s | vs f16 "
-        "| first token leaving f16's answer (median; each) | target |",
+        "| model | KV type | cells in 1 GiB | vs f16 | 16 streams tok/s by pass "
+        "| vs f16 (median of passes) | first token leaving f16's answer (median; each) "
+        "| target |",
         "|---|---|---:|---:|---:|---:|---|---|",
     ]
     for row in rows:
         f16 = next(r for r in rows if r.model == row.model and r.kv == "f16")
-        cells, speed_ = row.cells / f16.cells, row.tok_s / f16.tok_s if f16.tok_s else 0.0
+        cells, speed_ = row.cells / f16.cells, row.against(f16)
         target = ""
         if row.kv == "q8_0":
             met = cells >= 1.8 and speed_ >= 0.95
@@ -142,7 +155,7 @@ def table(rows: list[Row]) -> list[str]:
         median = statistics.median(row.first_differences)
         lines.append(
             f"| {row.model} | {row.kv} | {row.cells:,} | {div(row.cells, f16.cells)} "
-            f"| {row.tok_s:.1f} | {div(row.tok_s, f16.tok_s)} | {median:g}; "
+            f"| {' / '.join(f'{t:.1f}' for t in row.tok_s)} | {speed_:.2f}x | {median:g}; "
             f"{', '.join(map(str, row.first_differences))} | {target} |"
         )
     return lines
@@ -152,6 +165,7 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=2, help="requests per stream")
     p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--passes", type=int, default=3, help="speed runs per type, order alternating")
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     p.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     args = p.parse_args(argv)
@@ -165,8 +179,9 @@ def main(argv: list[str]) -> int:
             rows += run_model(name, path, args, Path(tmp))
     facts = [
         f"Command: `{' '.join(command(__file__, argv))}`",
-        f"Speed: a daemon per type, `--parallel {STREAMS} --ctx {CTX}`, {STREAMS} streams of "
-        f"{args.rounds} greedy answers of {args.max_tokens} tokens at most; flash attention "
+        f"Speed: a daemon per type and pass, `--parallel {STREAMS} --ctx {CTX}`, {STREAMS} "
+        f"streams of {args.rounds} greedy answers of {args.max_tokens} tokens at most; "
+        f"{args.passes} passes, the types' order reversed every other pass; flash attention "
         "auto (on, on the CPU).",
         f"Agreement: {AGREEMENT_PROMPTS} prompts answered greedily ({ANSWER} tokens) one at "
         "a time; the first token where the answer leaves f16's, by the model's tokenizer.",

@@ -2,8 +2,9 @@
 (llama.cpp build, CPU) so the probe runs once for a build on a machine, not at every load.
 
 Some builds die of SIGILL on the first decode with extra buffer types (AMX kernels on Xeons that
-advertise AMX); the probe decodes one token in a throwaway worker with them, then without, and
-records here what survived. The file, `probe.json` in the user's state folder:
+advertise AMX); the probe decodes in a throwaway worker with them, then without, and records here
+what survived, which buffer types held the weights (so which kernels ran them) and what a token
+cost in each (its `trials`). The file, `probe.json` in the user's state folder:
 
     {
       "format": 1,
@@ -12,7 +13,11 @@ records here what survived. The file, `probe.json` in the user's state folder:
           "cpu": {"device": "cpu", "use_extra_bufts": false,
                   "reason": "with extra buffer types the worker died of SIGILL",
                   "probed_at": "2025-01-31T12:00:00+00:00", "seconds": 2.41,
-                  "build": "<the remedy's unpacked build, once it decodes with them>"}
+                  "build": "<the remedy's unpacked build, once it decodes with them>",
+                  "trials": [{"extra_bufts": true, "failure": "signal SIGILL",
+                              "weights": [], "ms_per_token": null},
+                             {"extra_bufts": false, "failure": null,
+                              "weights": ["cpu_mapped"], "ms_per_token": 6.1}]}
         }
       }
     }
@@ -46,6 +51,37 @@ KEEP_BUILDS = 16
 
 
 @dataclass(frozen=True)
+class Trial:
+    """One configuration the probe ran: how it failed (None: it decoded), the buffer types that
+    held the model's weights (llama.cpp picks kernels by them: "cpu_repack" runs the repacked
+    AVX2/AVX-512 kernels, "amx" the AMX tiles, "cpu_mapped" the plain ones), and the
+    milliseconds per token of a short greedy decode of the embedded model, one stream."""
+
+    extra_bufts: bool
+    failure: str | None
+    weights: tuple[str, ...] = ()
+    ms_per_token: float | None = None
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Trial:
+        """ValueError unless `raw` has every field with its type."""
+        if not isinstance(raw, dict):
+            raise ValueError("a trial is an object")
+        bufts, failure, weights, ms = (
+            raw.get(k) for k in ("extra_bufts", "failure", "weights", "ms_per_token")
+        )
+        if not (
+            isinstance(bufts, bool)
+            and isinstance(failure, (str, type(None)))
+            and isinstance(weights, list)
+            and all(isinstance(w, str) for w in weights)
+            and (ms is None or (isinstance(ms, (int, float)) and not isinstance(ms, bool)))
+        ):
+            raise ValueError(f"not a trial: {raw!r}")
+        return cls(bufts, failure, tuple(weights), None if ms is None else float(ms))
+
+
+@dataclass(frozen=True)
 class Verdict:
     device: str  # "cpu", or a ggml device name such as "CUDA0"
     use_extra_bufts: bool  # the configuration that survived: load with extra buffer types or not
@@ -55,15 +91,25 @@ class Verdict:
     # Where the extra buffer types die: the unpacked build without AMX that decodes with them
     # (native/remedy.py), once the remedy has made and probed it; "" until then.
     build: str = ""
+    trials: tuple[Trial, ...] = ()  # each configuration the probe ran, in its order
 
     @classmethod
-    def now(cls, device: str, use_extra_bufts: bool, reason: str, seconds: float) -> Verdict:
+    def now(
+        cls,
+        device: str,
+        use_extra_bufts: bool,
+        reason: str,
+        seconds: float,
+        trials: tuple[Trial, ...] = (),
+    ) -> Verdict:
         """A verdict stamped with the current time."""
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        return cls(device, use_extra_bufts, reason, stamp, round(float(seconds), 3))
+        return cls(device, use_extra_bufts, reason, stamp, round(float(seconds), 3), "", trials)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        raw = asdict(self)
+        raw["trials"] = [{**t, "weights": list(t["weights"])} for t in raw["trials"]]
+        return raw
 
     @classmethod
     def from_json(cls, raw: Any) -> Verdict:
@@ -74,6 +120,7 @@ class Verdict:
             raw.get(k) for k in ("device", "use_extra_bufts", "reason", "probed_at", "seconds")
         )
         build = raw.get("build", "")
+        trials = raw.get("trials", [])
         if not (
             isinstance(device, str)
             and isinstance(bufts, bool)
@@ -82,9 +129,11 @@ class Verdict:
             and isinstance(seconds, (int, float))
             and not isinstance(seconds, bool)
             and isinstance(build, str)
+            and isinstance(trials, list)
         ):
             raise ValueError(f"not a verdict: {raw!r}")
-        return cls(device, bufts, reason, at, float(seconds), build)
+        ran = tuple(Trial.from_json(trial) for trial in trials)
+        return cls(device, bufts, reason, at, float(seconds), build, ran)
 
 
 def cache_path() -> Path:

@@ -125,6 +125,18 @@ def _verdict(verdict: Mapping[str, Any]) -> str:
     )
 
 
+def _trial(trial: Mapping[str, Any]) -> str:
+    """One configuration the probe ran: the kernels (the weights' buffer types) and a token's
+    measured cost on the embedded model, or how it failed."""
+    label = "with extra buffer types" if trial.get("extra_bufts") else "without them"
+    if trial.get("failure"):
+        return f"{label}: failed, {trial['failure']}"
+    weights = ", ".join(trial.get("weights") or ()) or "unknown"
+    ms = trial.get("ms_per_token")
+    cost = f"{ms:.2f} ms a token ({1000 / ms:.0f} tok/s)" if ms else "not timed"
+    return f"{label}: weights in {weights}; {cost}"
+
+
 def _probe(probe: Mapping[str, Any]) -> str:
     text = "load probe\n"
     text += _line("cache", probe.get("file"))
@@ -133,6 +145,8 @@ def _probe(probe: Mapping[str, Any]) -> str:
     if isinstance(found, dict):
         for device, verdict in found.items():
             text += _line(device, _verdict(verdict))
+            for trial in verdict.get("trials") or ():
+                text += _line("", f"  {_trial(trial)}")
     else:
         text += _line("verdicts", found)
     others = probe.get("other_builds")

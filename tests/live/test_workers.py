@@ -165,6 +165,21 @@ def test_the_probe_falls_back_when_the_first_configuration_dies(daemon_factory, 
     assert "failed with llama.cpp's extra buffer types" in Path(proc.log_path).read_text()
 
 
+def test_the_probe_records_each_configurations_kernels_and_cost(daemon_factory, tmp_path) -> None:
+    state = tmp_path / "state"
+    env = {"XDG_STATE_HOME": str(state), "LOCALSERVE_TEST_FAULT": "sigill-with-extra-bufts"}
+    _, url = daemon_factory(["--model", SMOL, "--parallel", "2", "--ctx", "512"], env=env)
+    assert chat(openai_client(url), SMOL)
+    verdicts = json.loads((state / "localserve" / "probe.json").read_text())
+    (cpu,) = [build["cpu"] for build in verdicts["builds"].values()]
+    died, survived = cpu["trials"]
+    assert died["extra_bufts"] and "SIGILL" in died["failure"] and died["ms_per_token"] is None
+    assert not survived["extra_bufts"] and survived["failure"] is None
+    assert "cpu_mapped" in survived["weights"] and 0 < survived["ms_per_token"] < 1000
+    shown = localserve("doctor", env={**os.environ, "XDG_STATE_HOME": str(state)})
+    assert "without them: weights in cpu_mapped; " in shown.stdout, shown.stdout
+
+
 def test_a_probe_that_hangs_is_a_failure_never_a_verdict_of_success(
     daemon_factory, tmp_path
 ) -> None:

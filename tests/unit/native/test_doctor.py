@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from localserve.cli.doctor import render
 from localserve_native import hardware, report, verdicts
 from localserve_native.report import Facts
-from localserve_native.verdicts import Verdict
+from localserve_native.verdicts import Trial, Verdict
 
 DOCTOR_TIMEOUT_S = 180.0
 AMX_FLAGS = frozenset({"avx2", "avx512f", "amx_tile", "amx_int8", "amx_bf16"})
@@ -51,6 +52,14 @@ def test_doctor_shows_the_verdict_the_probe_cached_for_this_build(tmp_path: Path
     verdicts.write(verdicts.build_key(), DIED, tmp_path / "localserve" / "probe.json")
     found = json.loads(doctor("--json", state=tmp_path).stdout)
     assert found["probe"]["verdicts"] == {"cpu": DIED.to_json()}
+
+
+def test_doctor_shows_each_trials_kernels_and_measured_cost() -> None:
+    trials = (Trial(True, "signal SIGILL"), Trial(False, None, ("cpu_mapped",), 6.25))
+    verdict = Verdict.now("cpu", False, "without them it decoded", 3.0, trials)
+    text = render({"probe": {"verdicts": {"cpu": verdict.to_json()}}})
+    assert "with extra buffer types: failed, signal SIGILL" in text
+    assert "without them: weights in cpu_mapped; 6.25 ms a token (160 tok/s)" in text
 
 
 def test_doctor_recommends_cpu_noamx_when_extra_bufts_died_on_an_amx_cpu() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from localserve_native import verdicts
 from localserve_native.hardware import Cpu
-from localserve_native.verdicts import Verdict
+from localserve_native.verdicts import Trial, Verdict
 
 KEY = "llama-cpp-python 0.3.36; system 0123456789ab; cpu Test CPU; flags ba9876543210"
 DIED = Verdict.now("cpu", False, "with extra buffer types the worker died of SIGILL", 2.5)
@@ -17,6 +17,24 @@ DIED = Verdict.now("cpu", False, "with extra buffer types the worker died of SIG
 def test_a_verdict_written_is_read_back_under_the_same_key(tmp_path: Path) -> None:
     path = tmp_path / "state" / "probe.json"
     verdicts.write(KEY, DIED, path)
+    assert verdicts.read(KEY, path) == {"cpu": DIED}
+
+
+def test_a_verdict_keeps_each_trials_kernels_and_cost(tmp_path: Path) -> None:
+    path = tmp_path / "probe.json"
+    trials = (
+        Trial(True, "signal SIGILL"),
+        Trial(False, None, ("cpu_mapped",), 6.12),
+    )
+    verdict = Verdict.now("cpu", False, "without them it decoded", 2.5, trials)
+    verdicts.write(KEY, verdict, path)
+    assert verdicts.read(KEY, path)["cpu"].trials == trials
+
+
+def test_a_verdict_written_before_trials_were_kept_reads_with_none(tmp_path: Path) -> None:
+    path = tmp_path / "probe.json"
+    old = {k: v for k, v in DIED.to_json().items() if k != "trials"}
+    path.write_text(json.dumps({"format": 1, "builds": {KEY: {"cpu": old}}}))
     assert verdicts.read(KEY, path) == {"cpu": DIED}
 
 
