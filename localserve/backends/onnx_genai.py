@@ -30,7 +30,13 @@ from typing import Any
 from localserve.backends.base import TurnEnd, TurnEvent
 from localserve.backends.onnx_rows import RowBatch, fits
 from localserve.backends.onnx_vocab import load_token_bytes
-from localserve.formats.onnx import PROVIDER_ENV, OnnxFolder, available, read_folder
+from localserve.formats.onnx import (
+    PROVIDER_ENV,
+    OnnxFolder,
+    available,
+    kv_cache_type,
+    read_folder,
+)
 from localserve.ground.errors import BadRequest, LoadFailed
 from localserve.ground.model import ModelInfo
 from localserve.ground.sampling import SamplingParams
@@ -133,6 +139,8 @@ class OnnxGenaiBackend:
             add_bos=self.folder.add_bos,
             architecture=self.folder.architecture,
             quantization=self.folder.quantization,
+            kv_cache_type=kv_cache_type(self.provider),
+            flash_attention="n/a",  # its attention kernels are the export's, not a setting
         )
         log.info(
             "%s: onnxruntime-genai %s on %s, %s batching, up to %d sequences of %d tokens",

@@ -173,8 +173,14 @@ def onnx_chat_template(path: str | Path) -> str | None:
 # -- sizing --------------------------------------------------------------------------------------
 
 
+def kv_cache_type(provider: str) -> str:
+    """The type onnxruntime-genai keeps K and V in: the graph's I/O type, as the export chose
+    it, not a setting."""
+    return "f32" if provider == "cpu" else "f16"
+
+
 def kv_bytes_per_token(folder: OnnxFolder, provider: str) -> int:
-    io_size = F32 if provider == "cpu" else F16
+    io_size = F32 if kv_cache_type(provider) == "f32" else F16
     return folder.n_layer * folder.n_head_kv * folder.head_size * 2 * io_size
 
 

@@ -37,3 +37,23 @@ def check(kv_type: str, flash: str) -> None:
             f"a {kv_type} KV cache needs flash attention (llama.cpp quantizes V only with it): "
             "set --flash-attention auto or on, or --kv-cache-type f16"
         )
+
+
+def not_applied(settings: Settings, model: str, kept_in: str) -> str | None:
+    """Why the cache settings that name a model whose runtime keeps its cache as exported
+    (onnxruntime-genai's) change nothing for it, or None where they name nothing. As Ollama
+    does where a model cannot take OLLAMA_KV_CACHE_TYPE, the model loads and the log says so."""
+    asked = [
+        f"--{flag} {value}"
+        for flag, value in (
+            ("kv-cache-type", for_model(settings.kv_cache_type, model)),
+            ("flash-attention", for_model(settings.flash_attention, model)),
+        )
+        if value is not None
+    ]
+    if not asked:
+        return None
+    return (
+        f"{model}: {' and '.join(asked)} apply to llama.cpp's models only; onnxruntime-genai "
+        f"keeps this model's KV cache in {kept_in}, as it was exported"
+    )

@@ -18,6 +18,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.daemons import log_text
 from tests.support.helpers import COPY_WORDS, assert_capped_at, copy_prompt, raw_request, words_in
 from tests.support.live import CLIENT_TIMEOUT_S, running_daemon
 from tests.support.onnx_model import MODEL_NAME, ensure_model
@@ -28,7 +29,10 @@ CAPITAL = [{"role": "user", "content": "What is the capital of France?"}]
 @pytest.fixture(scope="module")
 def onnx_daemon() -> Iterator[tuple[subprocess.Popen, str]]:
     folder = ensure_model()
-    with running_daemon(["--model", str(folder), "--parallel", "8", "--ctx", "1024"]) as served:
+    # A KV cache type for every model, which onnxruntime-genai cannot take: the model loads
+    # in its exported type and the log says so.
+    args = ["--model", str(folder), "--parallel", "8", "--ctx", "1024", "--kv-cache-type", "q8_0"]
+    with running_daemon(args) as served:
         yield served
 
 
@@ -48,6 +52,14 @@ def test_folder_is_served_under_its_name_as_an_onnx_model(onnx_daemon) -> None:
     entry = next(m for m in body["models"] if m["name"].removesuffix(":latest") == MODEL_NAME)
     assert entry["details"]["format"] == "onnx"
     assert entry["details"]["family"] == "llama"
+
+
+def test_a_kv_cache_type_setting_is_not_applied_and_ps_and_the_log_say_so(onnx_daemon) -> None:
+    proc, url = onnx_daemon
+    _, _, body = raw_request(f"{url}/api/ps")
+    entry = next(m for m in body["models"] if m["name"].removesuffix(":latest") == MODEL_NAME)
+    assert entry["localserve"]["kv_cache_type"] == "f32"
+    assert "--kv-cache-type q8_0 apply to llama.cpp's models only" in log_text(proc.log_path)
 
 
 def test_greedy_chat_answer_names_paris(client: openai.OpenAI) -> None:

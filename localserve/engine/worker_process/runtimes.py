@@ -127,6 +127,8 @@ def _load_onnx(s: Settings, load: m.Load) -> Built:
         max_queue_delay_ms=s.batch_delay_ms,
         max_waiting=s.max_queue,
     )
+    if (ignored := kv_cache.not_applied(s, ref.name, backend.info.kv_cache_type)) is not None:
+        log.warning("%s", ignored)
     # onnxruntime-genai reports no allocation sizes: the RSS delta is the cross-check.
     return Built(backend, OnnxBatcher(backend, policy), {})
 

@@ -49,3 +49,17 @@ def test_a_quantized_cache_with_flash_attention_off_is_refused_naming_both_setti
         kv_cache.check("q8_0", "off")
     kv_cache.check("f16", "off")
     kv_cache.check("q4_0", "auto")
+
+
+def test_cache_settings_that_name_an_onnx_model_are_reported_as_not_applied() -> None:
+    settings = Settings(kv_cache_type={"*": "q8_0"}, flash_attention={"tiny-onnx": "on"})
+    why = kv_cache.not_applied(settings, "tiny-onnx", "f32")
+    assert why is not None
+    assert "--kv-cache-type q8_0 and --flash-attention on" in why
+    assert "keeps this model's KV cache in f32" in why
+
+
+def test_an_onnx_model_that_no_cache_setting_names_is_loaded_without_a_word() -> None:
+    assert (
+        kv_cache.not_applied(Settings(kv_cache_type={"gemma3": "q8_0"}), "tiny-onnx", "f32") is None
+    )
