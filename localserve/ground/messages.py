@@ -18,6 +18,10 @@ import msgspec
 from localserve.ground.model import ModelInfo, ModelRef
 from localserve.ground.sampling import SamplingParams
 
+# The name the load probe loads its model under: a worker's test faults that act as a served
+# model's steps would (engine/worker_process/faults.py) leave its steps alone.
+PROBE_MODEL = "probe"
+
 
 class Load(msgspec.Struct, tag=True):
     ref: int

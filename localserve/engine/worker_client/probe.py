@@ -122,11 +122,11 @@ def try_decode(
     weights: tuple[str, ...] = ()
     try:
         timeout = settings.probe_timeout
-        load = m.Load(0, ModelRef("probe", path), 0, extra_bufts)
+        load = m.Load(0, ModelRef(m.PROBE_MODEL, path), 0, extra_bufts)
         loaded = msgspec.convert(worker.ask(load, timeout), m.Loaded)
         weights = weight_buffers(loaded.buffers)
         params = SamplingParams(temperature=0.0, max_tokens=1 + TIMED_TOKENS, ignore_eos=True)
-        worker.ask(m.Submit(0, "probe", 1, params, "prompt", [1, 2, 3]), timeout)
+        worker.ask(m.Submit(0, m.PROBE_MODEL, 1, params, "prompt", [1, 2, 3]), timeout)
         ended.wait(max(0.0, timeout - (time.monotonic() - started)))
     except (EngineStopped, TimeoutError):
         pass  # judged below, from what the worker did

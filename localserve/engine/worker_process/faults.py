@@ -7,8 +7,9 @@
 - `hang-with-extra-bufts`: that step never ends, as a wedged kernel's would;
 - `slow-steps:MS`: every step takes MS milliseconds more, as a long prompt's prefill would.
 
-Anything else in the switch stops the worker at its start, so that a misspelt fault cannot
-pass for a test that ran without one.
+The two numbered ones stand for a served model's step and spare the load probe's steps, whose
+verdict and timing they would spoil. Anything else in the switch stops the worker at its
+start, so that a misspelt fault cannot pass for a test that ran without one.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from dataclasses import dataclass
 SWITCH = "LOCALSERVE_TEST_FAULT"
 KINDS = ("abort-at-step", "sigill-with-extra-bufts", "hang-with-extra-bufts", "slow-steps")
 _NUMBERED = ("abort-at-step", "slow-steps")
+# Faults that stand for what a served model's step may do; the load probe's steps are spared.
+SERVING_FAULTS = _NUMBERED
 
 
 @dataclass(frozen=True)

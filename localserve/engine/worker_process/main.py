@@ -33,7 +33,7 @@ from localserve.engine.batching.batcher import Batcher, Embedder, Spiller
 from localserve.engine.batching.embedding import EmbeddingJob
 from localserve.engine.batching.sequence import Sequence
 from localserve.engine.worker_process.device_loop import DeviceLoop
-from localserve.engine.worker_process.faults import Fault
+from localserve.engine.worker_process.faults import SERVING_FAULTS, Fault
 from localserve.engine.worker_process.runtimes import Built, build_model
 from localserve.ground import messages as m
 from localserve.ground.errors import BadRequest, EngineError, ModelNotFound
@@ -83,7 +83,7 @@ class ResidentBatcher:
         return self.batcher.has_work()
 
     def step(self) -> None:
-        self.worker.count_step()
+        self.worker.count_step(self.name)
         result = self.batcher.step()
         outputs = []
         for seq, delta in result.outputs:
@@ -284,7 +284,11 @@ class Worker:
         with self._lock:
             self._jobs.pop((model, job), None)
 
-    def count_step(self) -> None:
+    def count_step(self, model: str) -> None:
+        # The probe's steps are the kernels' verdict and timing: a fault that stands for a
+        # served model's step (an abort, a slow prefill) must not take them.
+        if model == m.PROBE_MODEL and self._fault.kind in SERVING_FAULTS:
+            return
         self._steps += 1
         if self._fault.kind:
             self._fault.at(self._steps, bool(self._extra_bufts_models))
