@@ -37,7 +37,8 @@ class RequestStream:
     def __init__(self, params: SamplingParams) -> None:
         self.id = next(_ids)
         self.params = params
-        self.outputs: asyncio.Queue[m.Output] = asyncio.Queue()
+        # None: a keep-alive tick (server/chat/pieces.py), never from the worker.
+        self.outputs: asyncio.Queue[m.Output | None] = asyncio.Queue()
         self.prompt: list[int] = []  # the prompt's tokens, where the daemon has them
         self.prompt_tokens = 0
         self.generated: list[int] = []

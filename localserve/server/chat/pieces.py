@@ -20,17 +20,40 @@ async def outputs(
     """The stream's outputs, ending with the one that carries its finish reason; None each
     time `idle_s` passes with nothing new (a stream's keep-alive)."""
     queue = stream.outputs
-    while True:
-        try:
-            out = await asyncio.wait_for(queue.get(), idle_s) if idle_s else await queue.get()
-        except asyncio.TimeoutError:
-            yield None
-            continue
-        if out.error:
-            raise EngineError(out.error)
-        yield out
-        if out.finish_reason is not None:
-            return
+    # A ticker puts the keep-alives in the queue: asyncio.wait_for around each get would
+    # make a task per token, and at one stream the daemon's CPU per token is taken from the
+    # decode's cores (docs/benchmarks.md, serving).
+    ticker = _Ticker(queue, idle_s) if idle_s else None
+    try:
+        while True:
+            out = await queue.get()
+            if out is None:
+                yield None
+                continue
+            if ticker is not None:
+                ticker.heard = True
+            if out.error:
+                raise EngineError(out.error)
+            yield out
+            if out.finish_reason is not None:
+                return
+    finally:
+        if ticker is not None:
+            ticker.handle.cancel()
+
+
+class _Ticker:
+    """Every `idle_s`, a None in the queue unless an output came since the last tick."""
+
+    def __init__(self, queue: asyncio.Queue[m.Output | None], idle_s: float) -> None:
+        self.queue, self.idle_s, self.heard = queue, idle_s, False
+        self.handle = asyncio.get_running_loop().call_later(idle_s, self.tick)
+
+    def tick(self) -> None:
+        if not self.heard:
+            self.queue.put_nowait(None)
+        self.heard = False
+        self.handle = asyncio.get_running_loop().call_later(self.idle_s, self.tick)
 
 
 def join(answer: Parsed, piece: Parsed) -> Parsed:

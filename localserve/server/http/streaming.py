@@ -1,5 +1,5 @@
-"""Server-sent events for streamed answers: data-only (OpenAI's chat) or named (Anthropic's,
-OpenAI's Responses).
+"""Streamed answers: server-sent events, data-only (OpenAI's chat) or named (Anthropic's,
+OpenAI's Responses), and Ollama's NDJSON lines.
 
 While a long prompt prefills nothing else would be written for seconds or minutes, and clients
 time out on a silent stream: every KEEPALIVE_S with nothing new, a stream gets an SSE comment,
@@ -9,10 +9,14 @@ line, so its streams get none).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+import msgspec
 from aiohttp import web
+
+# msgspec, not json.dumps: a streamed answer encodes an event per token, and at one stream the
+# daemon's CPU per token is taken from the decode's cores (docs/benchmarks.md, serving).
+_encode = msgspec.json.encode
 
 
 async def open_sse(request: web.Request) -> web.StreamResponse:
@@ -35,14 +39,19 @@ async def send_keepalive(response: web.StreamResponse) -> None:
 
 
 async def send_event(response: web.StreamResponse, payload: dict[str, Any]) -> None:
-    await response.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+    await response.write(b"data: " + _encode(payload) + b"\n\n")
 
 
 async def send_named(response: web.StreamResponse, event: str, payload: dict[str, Any]) -> None:
     """An event with a name, as Anthropic's and OpenAI's Responses streams write them: the name
     again as the payload's `type`."""
-    data = json.dumps({"type": event, **payload})
-    await response.write(f"event: {event}\ndata: {data}\n\n".encode())
+    data = _encode({"type": event, **payload})
+    await response.write(b"event: " + event.encode() + b"\ndata: " + data + b"\n\n")
+
+
+async def send_line(response: web.StreamResponse, payload: dict[str, Any]) -> None:
+    """A line of NDJSON, as Ollama streams its answers and progress."""
+    await response.write(_encode(payload) + b"\n")
 
 
 async def send_done(response: web.StreamResponse) -> None:

@@ -8,7 +8,6 @@ in `ollama/store.py`, the embeddings in `server/embeddings.py`, /api/ps in `admi
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -32,6 +31,7 @@ from localserve.server.http.readers import (
     read_json,
 )
 from localserve.server.http.state import MANAGER, context_pin
+from localserve.server.http.streaming import send_line
 from localserve.server.ollama import template as ollama_template
 from localserve.server.ollama.options import (
     CONTEXT_HEADER,
@@ -262,21 +262,17 @@ class OllamaGeneration:
         try:
             async for piece in turn.pieces():
                 if piece:
-                    await _send(
+                    await send_line(
                         response,
                         {**self._head(), **self._piece(piece.content, piece), "done": False},
                     )
         except EngineError as exc:
             # Ollama's clients raise ResponseError on an object with an "error" key.
-            await _send(response, {"error": str(exc)})
+            await send_line(response, {"error": str(exc)})
         else:
-            await _send(response, self._final(turn, Parsed()))
+            await send_line(response, self._final(turn, Parsed()))
         await response.write_eof()
         return response
-
-
-async def _send(response: web.StreamResponse, obj: dict[str, Any]) -> None:
-    await response.write(json.dumps(obj).encode() + b"\n")
 
 
 async def generate(request: web.Request, target: Route | None) -> web.StreamResponse:

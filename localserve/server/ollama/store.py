@@ -30,6 +30,7 @@ from localserve.server.http.state import (
     model_library,
     model_named,
 )
+from localserve.server.http.streaming import send_line
 from localserve.server.turn.run import on_model
 from localserve.server.upstream import listing
 from localserve.server.upstream.registry import Route
@@ -211,10 +212,10 @@ async def pull(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         await response.prepare(request)
         while (event := await queue.get()) is not None:
-            await response.write(json.dumps(event).encode() + b"\n")
+            await send_line(response, event)
         exc = task.exception()
         if exc is not None:
-            await response.write(json.dumps({"error": classify(exc).message}).encode() + b"\n")
+            await send_line(response, {"error": classify(exc).message})
         await response.write_eof()
         return response
     finally:
