@@ -12,19 +12,26 @@ from pathlib import Path
 
 from benchmarks import _serving_servers
 from benchmarks._common import Results, Sample, dated, machine, versions
+from benchmarks._machine import KIND_NAMES, cpu_kind
 from benchmarks._serving_servers import BASE, BASELINES, NO_METRICS
 
-START, END = "<!-- bench_serving:start -->", "<!-- bench_serving:end -->"
 # --cold gets a section of its own.
 COLD_START, COLD_END = "<!-- bench_serving_cold:start -->", "<!-- bench_serving_cold:end -->"
-# A run against an earlier tree (--baseline-tree) is a record of a change, not of the server:
-# it gets a section of its own, and never replaces the record against llama.cpp's server.
+# A run against an earlier tree (--baseline-tree) alone is a record of a change, not of the
+# server: it gets a section of its own, and never replaces a record against llama.cpp's server.
 BASE_START, BASE_END = "<!-- bench_serving_base:start -->", "<!-- bench_serving_base:end -->"
 BASE_TITLE = "## This tree against an earlier one (`bench_serving.py --baseline-tree`)"
 METRICS_START, METRICS_END = (
     "<!-- bench_serving_metrics:start -->",
     "<!-- bench_serving_metrics:end -->",
 )
+
+
+def record_markers() -> tuple[str, str]:
+    """The record against llama.cpp's server: one per CPU kind (benchmarks/_machine.py), since
+    the kinds this project runs on pick different kernels."""
+    kind = cpu_kind()
+    return f"<!-- bench_serving:{kind}:start -->", f"<!-- bench_serving:{kind}:end -->"
 
 
 @dataclass
@@ -94,7 +101,7 @@ def section(
     argv: list[str],
     model_path: str,
     cold: bool,
-    markers: tuple[str, str] = (START, END),
+    markers: tuple[str, str],
     title: str = "",
 ) -> str:
     parts = [
@@ -103,7 +110,7 @@ def section(
         or (
             "## Serving with cold prompts (`bench_serving.py --cold`)"
             if cold
-            else "## Serving throughput and latency (`bench_serving.py`)"
+            else f"## Serving on {KIND_NAMES[cpu_kind()]} (`bench_serving.py`)"
         ),
         "",
         *dated(),

@@ -44,15 +44,14 @@ from benchmarks._serving_report import (
     BASE_TITLE,
     COLD_END,
     COLD_START,
-    END,
     HEADER,
     METRICS_END,
     METRICS_START,
-    START,
     Level,
     overhead_ratios,
     ratio_pairs,
     ratio_table,
+    record_markers,
     row,
     section,
 )
@@ -281,10 +280,10 @@ def main(argv: list[str]) -> int:
             print(f"\n{ours} / {baseline}:\n{ratios}")
     if not args.no_write:
         cmd = command(__file__, argv)
-        markers, title = (START, END), ""
+        markers, title = record_markers(), ""
         if args.cold:
             markers = (COLD_START, COLD_END)
-        elif BASE in args.servers:
+        elif BASE in args.servers and "llama-server" not in args.servers:
             markers, title = (BASE_START, BASE_END), BASE_TITLE
         write_doc(section(levels, cmd, model_path, args.cold, markers, title), *markers)
     return 0
