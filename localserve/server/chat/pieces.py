@@ -21,8 +21,8 @@ async def outputs(
     time `idle_s` passes with nothing new (a stream's keep-alive)."""
     queue = stream.outputs
     # A ticker puts the keep-alives in the queue: asyncio.wait_for around each get would
-    # make a task per token, and at one stream the daemon's CPU per token is taken from the
-    # decode's cores (docs/benchmarks.md, serving).
+    # make a task per token, and on a small machine the daemon's CPU per token is taken from
+    # the decode's cores.
     ticker = _Ticker(queue, idle_s) if idle_s else None
     try:
         while True:
@@ -43,14 +43,15 @@ async def outputs(
 
 
 class _Ticker:
-    """Every `idle_s`, a None in the queue unless an output came since the last tick."""
+    """Every `idle_s`, a None in the queue unless an output came since the last tick or one
+    waits there (a reader slower than its stream needs no keep-alive)."""
 
     def __init__(self, queue: asyncio.Queue[m.Output | None], idle_s: float) -> None:
         self.queue, self.idle_s, self.heard = queue, idle_s, False
         self.handle = asyncio.get_running_loop().call_later(idle_s, self.tick)
 
     def tick(self) -> None:
-        if not self.heard:
+        if not self.heard and self.queue.empty():
             self.queue.put_nowait(None)
         self.heard = False
         self.handle = asyncio.get_running_loop().call_later(self.idle_s, self.tick)

@@ -14,8 +14,8 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-# msgspec, not json.dumps: a streamed answer encodes an event per token, and at one stream the
-# daemon's CPU per token is taken from the decode's cores (docs/benchmarks.md, serving).
+# msgspec, not json.dumps: a streamed answer encodes an event per token, and on a small machine
+# the daemon's CPU per token is taken from the decode's cores.
 _encode = msgspec.json.encode
 
 
