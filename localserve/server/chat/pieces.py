@@ -48,13 +48,14 @@ class _Ticker:
 
     def __init__(self, queue: asyncio.Queue[m.Output | None], idle_s: float) -> None:
         self.queue, self.idle_s, self.heard = queue, idle_s, False
-        self.handle = asyncio.get_running_loop().call_later(idle_s, self.tick)
+        self.loop = asyncio.get_running_loop()
+        self.handle = self.loop.call_later(idle_s, self.tick)
 
     def tick(self) -> None:
         if not self.heard and self.queue.empty():
             self.queue.put_nowait(None)
         self.heard = False
-        self.handle = asyncio.get_running_loop().call_later(self.idle_s, self.tick)
+        self.handle = self.loop.call_later(self.idle_s, self.tick)
 
 
 def join(answer: Parsed, piece: Parsed) -> Parsed:

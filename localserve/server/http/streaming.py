@@ -31,6 +31,12 @@ async def open_sse(request: web.Request) -> web.StreamResponse:
     return response
 
 
+async def open_ndjson(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+    await response.prepare(request)
+    return response
+
+
 KEEPALIVE_S = 1.0
 
 

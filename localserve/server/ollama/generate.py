@@ -31,7 +31,7 @@ from localserve.server.http.readers import (
     read_json,
 )
 from localserve.server.http.state import MANAGER, context_pin
-from localserve.server.http.streaming import send_line
+from localserve.server.http.streaming import open_ndjson, send_line
 from localserve.server.ollama import template as ollama_template
 from localserve.server.ollama.options import (
     CONTEXT_HEADER,
@@ -257,8 +257,7 @@ class OllamaGeneration:
         return web.json_response(self._final(turn, await whole(turn)))
 
     async def _stream(self, turn: Answering) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
-        await response.prepare(self.request)
+        response = await open_ndjson(self.request)
         try:
             async for piece in turn.pieces():
                 if piece:

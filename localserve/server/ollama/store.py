@@ -30,7 +30,7 @@ from localserve.server.http.state import (
     model_library,
     model_named,
 )
-from localserve.server.http.streaming import send_line
+from localserve.server.http.streaming import open_ndjson, send_line
 from localserve.server.turn.run import on_model
 from localserve.server.upstream import listing
 from localserve.server.upstream.registry import Route
@@ -209,8 +209,7 @@ async def pull(request: web.Request) -> web.StreamResponse:
         if not stream:
             await asyncio.shield(task)
             return web.json_response({"status": "success"})
-        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
-        await response.prepare(request)
+        response = await open_ndjson(request)
         while (event := await queue.get()) is not None:
             await send_line(response, event)
         exc = task.exception()
