@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tarfile
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +31,52 @@ def _run(command: tuple[str, ...], env: dict[str, str]) -> int:
     # Output streams straight to the terminal: a build of minutes shows it is alive, and a
     # failure shows the compiler's own words.
     return subprocess.run(list(command), env={**os.environ, **env}).returncode
+
+
+class Builds:
+    """A Runner for a build in the daemon's background (native/remedy.py): each command runs in
+    a session of its own, so that `stop` ends the compilers pip started as well as pip; killing
+    pip alone leaves them building, orphaned, after the daemon is gone."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self._running: set[subprocess.Popen[bytes]] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, command: tuple[str, ...], env: dict[str, str]) -> int:
+        with self._lock:
+            if self.stopped:
+                return -signal.SIGTERM
+            child = subprocess.Popen(
+                list(command), env={**os.environ, **env}, start_new_session=True
+            )
+            self._running.add(child)
+        try:
+            return child.wait()
+        finally:
+            with self._lock:
+                self._running.discard(child)
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """End every command running, and refuse the ones after."""
+        with self._lock:
+            self.stopped = True
+            running = list(self._running)
+        for child in running:
+            _signal_group(child, signal.SIGTERM)
+        for child in running:
+            try:
+                child.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                _signal_group(child, signal.SIGKILL)
+            _signal_group(child, signal.SIGKILL)  # what outlived its leader
+
+
+def _signal_group(child: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(child.pid, sig)  # the session's group: its id is the leader's pid
+    except ProcessLookupError:
+        pass
 
 
 def guarded(text: str, guard: Guard) -> str:

@@ -22,12 +22,13 @@ from localserve.engine.worker_client.probe import build_key_of, extra_bufts_verd
 from localserve.ground.errors import EngineStopped
 from localserve.ground.settings import Settings
 from localserve_native import hardware, remedy, verdicts
-from localserve_native.wheels import BuildFailed
+from localserve_native.wheels import BuildFailed, Builds, Runner
 
 log = logging.getLogger(__name__)
 
 BUILDING = "building llama.cpp without AMX (minutes, once)"
 READY = "ready: the CPU engine runs the build without AMX from its next start"
+STOPPED = "stopped with the daemon: the next start builds again"
 
 
 class Remedy:
@@ -36,13 +37,19 @@ class Remedy:
     def __init__(
         self,
         settings: Settings,
-        prepare: Callable[[], Path] = lambda: remedy.prepare(remedy.plan()),
+        prepare: Callable[[Runner], Path] = lambda run: remedy.prepare(remedy.plan(), run),
         has_amx: Callable[[], bool] = lambda: hardware.read_cpu().has_amx,
     ) -> None:
         self.settings = settings
-        self.state: dict[str, str] = {}  # by device: BUILDING, READY, or "failed: why"
+        self.state: dict[str, str] = {}  # by device: BUILDING, READY, STOPPED or "failed: why"
+        self.builds = Builds()
         self._prepare = prepare
         self._has_amx = has_amx
+
+    def stop(self) -> None:
+        """The daemon is shutting down: a build under way ends now, compilers and all; the
+        next start builds again, since only a whole build is ever kept (native/wheels.py)."""
+        self.builds.stop()
 
     def start(self, device: str, key: str) -> threading.Thread | None:
         """Begin the remedy for the build `key`, whose probe saw the extra buffer types fail
@@ -67,12 +74,16 @@ class Remedy:
 
     def _run(self, device: str, key: str) -> None:
         try:
-            folder = str(self._prepare())
+            folder = str(self._prepare(self.builds))
             survives = extra_bufts_verdict(
                 device, build_key_of(device, self.settings, folder), self.settings, folder
             )
         except (BuildFailed, EngineStopped, OSError, TimeoutError) as exc:
-            self._failed(device, str(exc))
+            if self.builds.stopped:
+                self.state[device] = STOPPED
+                log.info("the %s engine's build without AMX stopped with the daemon", device)
+            else:
+                self._failed(device, str(exc))
             return
         if not survives:
             self._failed(device, "the build without AMX fails with extra buffer types too")

@@ -144,6 +144,7 @@ class WorkerLoader:
 
     def close(self) -> None:
         self._closing = True
+        self.remedy.stop()
         for device in self.devices.values():
             if device.worker is not None:
                 device.worker.stop()

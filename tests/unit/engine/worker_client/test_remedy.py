@@ -5,15 +5,16 @@ workers are faked; tests/live/test_native_remedy.py runs them where the CPU has 
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 
 from localserve.engine.worker_client import remedy as daemon_remedy
-from localserve.engine.worker_client.remedy import READY, Remedy
+from localserve.engine.worker_client.remedy import READY, STOPPED, Remedy
 from localserve.ground.settings import Settings
 from localserve_native import verdicts
-from localserve_native.wheels import BuildFailed
+from localserve_native.wheels import BuildFailed, Runner
 
 KEY = "llama-cpp-python 0.3.36; system 0123456789ab; cpu Xeon; flags ba9876543210"
 DIED = verdicts.Verdict.now("cpu", False, "with extra buffer types the worker died of SIGILL", 2)
@@ -51,7 +52,7 @@ def test_on_a_cpu_with_amx_the_build_is_made_probed_and_named_in_the_verdict(
     tmp_path: Path, probed: list[tuple[str, str]]
 ) -> None:
     build = made(tmp_path / "site")
-    remedy = Remedy(Settings(), prepare=lambda: build, has_amx=lambda: True)
+    remedy = Remedy(Settings(), prepare=lambda _: build, has_amx=lambda: True)
     run(remedy)
     assert probed == [("noamx", str(build))]
     assert verdicts.read(KEY)["cpu"].build == str(build)
@@ -77,7 +78,7 @@ def test_only_the_cpu_has_a_remedy(probed: list[tuple[str, str]]) -> None:
 
 
 def test_the_build_runs_once_per_daemon(tmp_path: Path, probed: list[tuple[str, str]]) -> None:
-    remedy = Remedy(Settings(), prepare=lambda: made(tmp_path / "site"), has_amx=lambda: True)
+    remedy = Remedy(Settings(), prepare=lambda _: made(tmp_path / "site"), has_amx=lambda: True)
     run(remedy)
     assert remedy.start("cpu", KEY) is None
 
@@ -85,7 +86,7 @@ def test_the_build_runs_once_per_daemon(tmp_path: Path, probed: list[tuple[str, 
 def test_a_failed_build_is_shown_and_the_verdict_names_no_build(
     probed: list[tuple[str, str]],
 ) -> None:
-    def fails() -> Path:
+    def fails(_: Runner) -> Path:
         raise BuildFailed("the build failed: pip exited with 1 (its output is above)")
 
     remedy = Remedy(Settings(), prepare=fails, has_amx=lambda: True)
@@ -98,7 +99,7 @@ def test_a_build_whose_extra_buffer_types_fail_too_is_not_named(
     tmp_path: Path, probed: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(daemon_remedy, "extra_bufts_verdict", lambda *args: False)
-    remedy = Remedy(Settings(), prepare=lambda: made(tmp_path / "site"), has_amx=lambda: True)
+    remedy = Remedy(Settings(), prepare=lambda _: made(tmp_path / "site"), has_amx=lambda: True)
     run(remedy)
     assert remedy.state["cpu"] == "failed: the build without AMX fails with extra buffer types too"
     assert verdicts.read(KEY)["cpu"].build == ""
@@ -107,3 +108,24 @@ def test_a_build_whose_extra_buffer_types_fail_too_is_not_named(
 def test_an_old_verdict_without_a_build_still_reads() -> None:
     raw = {k: v for k, v in DIED.to_json().items() if k != "build"}
     assert verdicts.Verdict.from_json(raw) == DIED
+
+
+def test_a_build_under_way_ends_with_the_daemon_and_is_not_called_failed(
+    tmp_path: Path, probed: list[tuple[str, str]]
+) -> None:
+    asked = threading.Event()
+
+    def building(run: Runner) -> Path:
+        asked.set()
+        if run(("sleep", "60"), {}) != 0:
+            raise BuildFailed("the build failed: pip exited with -15 (its output is above)")
+        return made(tmp_path / "site")
+
+    remedy = Remedy(Settings(), prepare=building, has_amx=lambda: True)
+    thread = remedy.start("cpu", KEY)
+    assert thread is not None and asked.wait(5)
+    remedy.stop()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert remedy.state["cpu"] == STOPPED
+    assert probed == []
