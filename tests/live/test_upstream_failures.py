@@ -201,3 +201,75 @@ def test_an_upstream_that_does_not_answer_in_time_gets_a_503_naming_it(tmp_path:
     finally:
         stop_daemon(proc)
         silent.close()
+
+
+NESTED = b"[" * 100_000 + b"]" * 100_000  # deeper than Python's decoder goes unaided
+
+
+class _Nested(http.server.BaseHTTPRequestHandler):
+    """An upstream that lists its model, and whose every answer nests JSON 100,000 deep."""
+
+    listing = b'{"object": "list", "data": [{"id": "m"}]}'
+
+    def do_GET(self) -> None:
+        self._answer(self.listing)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self._answer(NESTED)
+
+    def _answer(self, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _serving(
+    handler: type[http.server.BaseHTTPRequestHandler], tmp_path: Path
+) -> tuple[http.server.ThreadingHTTPServer, subprocess.Popen[bytes], str]:
+    """The handler as the upstream `deep` (model `m`), and a daemon configured with it."""
+    upstream = http.server.ThreadingHTTPServer((HOST, 0), handler)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    config = tmp_path / "config.toml"
+    add = [sys.executable, "-m", "localserve", "upstream", "add", "deep"]
+    add += [f"http://{HOST}:{upstream.server_address[1]}/v1", "--models", "m"]
+    subprocess.run(add, env={**os.environ, "LOCALSERVE_CONFIG": str(config)}, check=True)
+    proc, url = start_daemon(["--no-default-model"], env={"LOCALSERVE_CONFIG": str(config)})
+    return upstream, proc, url
+
+
+def test_an_upstream_answer_nested_too_deep_is_a_503_naming_it(tmp_path: Path) -> None:
+    nested, proc, url = _serving(_Nested, tmp_path)
+    try:
+        with pytest.raises(ollama.ResponseError, match="upstream 'deep'") as exc:
+            ollama.Client(host=url).chat(model="m", messages=ASK)
+        assert exc.value.status_code == 503
+        with pytest.raises(ollama.ResponseError, match="upstream 'deep'"):
+            ollama.Client(host=url).generate(model="m", prompt="Hi")
+        assert get(f"{url}/health")["status"] == "ok"
+    finally:
+        stop_daemon(proc)
+        nested.shutdown()
+
+
+class _NestedListing(_Nested):
+    listing = NESTED
+
+
+def test_an_upstream_listing_nested_too_deep_counts_as_its_failure_and_says_why(
+    tmp_path: Path,
+) -> None:
+    nested, proc, url = _serving(_NestedListing, tmp_path)
+    try:
+        (upstream,) = get(f"{url}/health")["upstreams"]  # the first probe answered by now
+        assert upstream["failures"] >= 1
+        assert "deeper than" in upstream["last_error"]
+        assert get(f"{url}/health")["status"] == "ok"
+    finally:
+        stop_daemon(proc)
+        nested.shutdown()

@@ -11,7 +11,6 @@ error shape. Unreachable, it is a 503 naming it; cut off mid-stream, the face's 
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,6 +19,7 @@ from aiohttp import web
 
 from localserve.ground.errors import EngineError
 from localserve.server.chat.answer_parser import Parsed
+from localserve.server.http import bounded_json
 from localserve.server.http.errors import Refused
 from localserve.server.upstream.forward import (
     chunks,
@@ -66,7 +66,7 @@ def refusal(raw: bytes, status: int) -> Refused:
     """The upstream's refusal: its status and words, and the `param` and `code` of an OpenAI
     error body (`context_length_exceeded`, ...) where it gave them."""
     try:
-        body = json.loads(raw)
+        body = bounded_json.loads(raw)
     except ValueError:
         body = None
     error = body.get("error") if isinstance(body, dict) else None

@@ -25,6 +25,7 @@ import aiohttp
 from aiohttp import web
 
 from localserve.ground.errors import UpstreamUnavailable
+from localserve.server.http import bounded_json
 from localserve.server.http.request_log import record_of
 from localserve.server.http.state import MANAGER, model_library
 from localserve.server.http.streaming import open_sse, send_done, send_event
@@ -139,7 +140,7 @@ async def chunks(target: Route, response: aiohttp.ClientResponse) -> AsyncIterat
             if data == "[DONE]":
                 return
             try:
-                event = json.loads(data)
+                event = bounded_json.loads(data)
             except ValueError:
                 event = data
             yield event
@@ -151,7 +152,7 @@ async def chunks(target: Route, response: aiohttp.ClientResponse) -> AsyncIterat
 async def whole(target: Route, response: aiohttp.ClientResponse) -> Any:
     """An answer that is not a stream: its JSON. One cut off raises cut_off's 503."""
     try:
-        return await response.json(content_type=None)
+        return bounded_json.loads(await response.read())
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
         raise cut_off(target, exc) from None
 
@@ -167,7 +168,7 @@ def said_error(event: Any) -> str | None:
 def error_text(raw: bytes, status: int) -> str:
     """The message of an upstream's error body (OpenAI's, FastAPI's `detail`, or plain text)."""
     try:
-        body = json.loads(raw)
+        body = bounded_json.loads(raw)
     except ValueError:
         return raw.decode("utf-8", errors="replace").strip() or f"status {status}"
     if isinstance(body, dict):

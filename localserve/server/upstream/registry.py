@@ -27,6 +27,7 @@ from aiohttp import web
 from localserve.ground.errors import UpstreamUnavailable
 from localserve.ground.settings import Settings
 from localserve.ground.upstreams import UpstreamConfig
+from localserve.server.http import bounded_json
 from localserve.server.upstream.breaker import CLOSED, OPEN, Breaker
 
 log = logging.getLogger(__name__)
@@ -200,7 +201,7 @@ class Registry:
                         why += f" (check the key in ${up.config.key_env or 'its key_env'})"
                     up.failed(why)
                     return
-                body = await r.json(content_type=None)
+                body = bounded_json.loads(await r.read())
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             up.failed(describe(exc))
             return
