@@ -340,6 +340,8 @@ ANSWERS: dict[str, Schema] = {
                         "pid": nullable(INT),
                         "last_cause": nullable(STRING),
                         "sent": {"type": "object", "additionalProperties": NAT},
+                        # Where the probe's remedy stands: building, ready, stopped, failed.
+                        "native_build": nullable(STRING),
                     },
                     "sent",
                 ),
