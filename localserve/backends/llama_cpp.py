@@ -147,6 +147,7 @@ class LlamaCppBackend:
         cparams.kv_unified = options.kv_unified
         cparams.type_k = cparams.type_v = kv_cache.GGML_TYPES[options.kv_type]
         cparams.flash_attn_type = kv_cache.FLASH_TYPES[options.flash_attention]
+        cparams.swa_full = False  # windows' cells only, as llama-server keeps: Gemma 3's KV / 5
         cparams.no_perf = True
         # Per-token rows, pooled by us (see the module docstring); embeddings mode stays off
         # except during an embedding step. A generative model pools nothing already: only an
@@ -243,9 +244,8 @@ class LlamaCppBackend:
     def seq_trim(self, slot: int, keep: int) -> bool:
         if not ll.llama_memory_seq_rm(self._mem, slot, keep, -1):
             return False
-        # Sliding-window layers drop cells that fall out of the window as a sequence grows, so
-        # a prefix cut far enough back lacks the cells its next token attends to. llama.cpp's
-        # server makes the same check before reusing a slot.
+        # Sliding-window layers reuse cells that left the window (swa_full off), so a prefix cut
+        # back further lacks cells its next token needs: llama-server checks the same.
         if keep > 0 and self._n_swa > 0:
             return ll.llama_memory_seq_pos_min(self._mem, slot) <= max(0, keep - self._n_swa)
         return True

@@ -61,8 +61,7 @@ def _layered_gguf(
         n_ubatch=s.step_tokens,
         prompt_cache_limit=prompt_cache,
         kv_element_bytes=kv,
-        # The backend leaves llama.cpp's swa_full at its default, on: full-size window caches.
-        swa_full=True,
+        swa_full=False,  # as the backend sets it
     )
 
 
