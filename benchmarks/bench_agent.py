@@ -106,6 +106,14 @@ async def stream_turn(
     return Turn(ttft, prompt, cached, "".join(text))
 
 
+async def counted(session: aiohttp.ClientSession, base: str, body: dict[str, Any]) -> int | None:
+    """The prompt's tokens by the server's own /v1/messages/count_tokens, where its Messages
+    stream reports none (llama-server's): what it really prefilled, tools left out or not."""
+    asked = {k: body[k] for k in ("model", "system", "messages", "tools") if k in body}
+    async with session.post(base + "/v1/messages/count_tokens", json=asked) as r:
+        return (await r.json()).get("input_tokens") if r.status == 200 else None
+
+
 async def session_of(base: str, shape: str, model: str) -> list[Turn]:
     conversation = Conversation(shape, model)
     turns: list[Turn] = []
@@ -113,6 +121,8 @@ async def session_of(base: str, shape: str, model: str) -> list[Turn]:
         for turn in range(1, TURNS + 1):
             path, body = conversation.request(turn)
             result = await stream_turn(session, base, path, body)
+            if result.prompt_tokens is None and path == "/v1/messages":
+                result.prompt_tokens = await counted(session, base, body)
             turns.append(result)
             if result.error:
                 break
@@ -183,30 +193,36 @@ def merged(passes: list[list[Turn]]) -> list[Turn]:
 
 
 def shown(count: int | None) -> str:
-    """A token count, or "-" where the server's stream reports none (llama-server's Messages
-    stream gives no input counts)."""
+    """A token count, or "-" where the server reports none (llama-server's Messages stream
+    gives no cached counts)."""
     return "-" if count is None else str(count)
 
 
 def report(results: dict[str, dict[str, list[Turn]]], args: argparse.Namespace) -> list[str]:
     table = [
-        "| shape | server | turn 1 TTFT s | turns 2-4 TTFT s | median 2-4 / turn 1 | "
-        "prompt tokens (turn 1, 4) | cached tokens (turns 2-4) |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| shape | server | turn 1 TTFT s | turn 1 ms a prompt token | turns 2-4 TTFT s | "
+        "median 2-4 / turn 1 | prompt tokens (turn 1, 4) | cached tokens (turns 2-4) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     follow: dict[tuple[str, str], float] = {}
+    cold: dict[tuple[str, str], float] = {}  # turn 1's seconds a prompt token
     for shape in ("claude", "codex"):
         for server, shapes in results.items():
             turns = shapes[shape]
             if any(t.error for t in turns) or len(turns) < TURNS:
                 errors = "; ".join(t.error for t in turns if t.error)
-                table.append(f"| {shape} | {server} | failed: {errors} | | | | |")
+                table.append(f"| {shape} | {server} | failed: {errors} | | | | | |")
                 continue
             later = [t.ttft_s for t in turns[1:]]
             follow[(shape, server)] = statistics.median(later)
             cached = ", ".join(shown(t.cached_tokens) for t in turns[1:])
+            first = turns[0]
+            per_token = "-"
+            if first.prompt_tokens:
+                cold[(shape, server)] = first.ttft_s / first.prompt_tokens
+                per_token = f"{1000 * cold[(shape, server)]:.2f}"
             table.append(
-                f"| {shape} | {server} | {turns[0].ttft_s:.2f} | "
+                f"| {shape} | {server} | {first.ttft_s:.2f} | {per_token} | "
                 f"{', '.join(f'{s:.2f}' for s in later)} | "
                 f"{follow[(shape, server)] / turns[0].ttft_s:.3f}x | "
                 f"{shown(turns[0].prompt_tokens)}, {shown(turns[-1].prompt_tokens)} | {cached} |"
@@ -220,6 +236,20 @@ def report(results: dict[str, dict[str, list[Turn]]], args: argparse.Namespace) 
                     f"- {shape}: {ours:.2f} s / {theirs:.2f} s = **{ours / theirs:.3f}x** "
                     "(target <= 0.8x)"
                 )
+        table += [
+            "",
+            "Turn 1 is cold, and the servers' prompts differ in size (their own counts above). "
+            "This GGUF carries no chat template: llama-server falls back to ChatML, which takes "
+            "no tools, and leaves the request's tools out of the prompt; localserve writes "
+            "them in. Turn 1's time a prompt token, localserve / llama-server (a longer prompt "
+            "costs more a token, its attention growing with it, so this leans against the "
+            "longer one):",
+            "",
+        ]
+        for shape in ("claude", "codex"):
+            ours, theirs = cold.get((shape, "localserve")), cold.get((shape, "llama-server"))
+            if ours is not None and theirs is not None:
+                table.append(f"- {shape}: {ours / theirs:.2f}x")
     return table
 
 
