@@ -224,8 +224,8 @@ def report(results: dict[str, dict[str, list[Turn]]], args: argparse.Namespace) 
             table.append(
                 f"| {shape} | {server} | {first.ttft_s:.2f} | {per_token} | "
                 f"{', '.join(f'{s:.2f}' for s in later)} | "
-                f"{follow[(shape, server)] / turns[0].ttft_s:.3f}x | "
-                f"{shown(turns[0].prompt_tokens)}, {shown(turns[-1].prompt_tokens)} | {cached} |"
+                f"{follow[(shape, server)] / first.ttft_s:.3f}x | "
+                f"{shown(first.prompt_tokens)}, {shown(turns[-1].prompt_tokens)} | {cached} |"
             )
     if "llama-server" in results:
         table += ["", "localserve's follow-up TTFT (median of turns 2-4) / llama-server's:", ""]

@@ -7,6 +7,7 @@ guards downloads the sdist, edits it, and builds from the edited folder.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -65,11 +66,9 @@ class Builds:
         for child in running:
             _signal_group(child, signal.SIGTERM)
         for child in running:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                _signal_group(child, signal.SIGKILL)
-            _signal_group(child, signal.SIGKILL)  # what outlived its leader
+            _signal_group(child, signal.SIGKILL)  # whatever outlived the grace, leader or not
 
 
 def _signal_group(child: subprocess.Popen[bytes], sig: int) -> None:
