@@ -108,8 +108,8 @@ def equal_length_prompts(folder: Path, n: int) -> tuple[list[str], list[list[int
     """n prompts whose chat-templated token counts are equal, as the daemon would encode them."""
     import onnxruntime_genai as og
 
+    from localserve.formats.chat_template import ChatTemplate
     from localserve.formats.onnx import read_folder
-    from localserve.server.chat.template import ChatTemplate
 
     meta = read_folder(folder)
     template = ChatTemplate(

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from gguf.constants import LlamaFileType
 
+from localserve.formats.call_syntax import syntax_of
 from localserve.formats.errors import BadModelFile
 from localserve.formats.gguf_fim import TOKENS, fim_texts
 from localserve.formats.gguf_header import BadGGUF, GGUFHeader, read_header, string_at
 from localserve.formats.offload import INPUT, LayeredEstimate
-from localserve.ground.call_formats import call_format, thinks
 from localserve.ground.model import ModelFacts
 from localserve.ground.units import F16, F32
 
@@ -112,11 +112,13 @@ def _insert(header: GGUFHeader) -> tuple[str, ...]:
 
 def _chat(header: GGUFHeader) -> tuple[str, ...]:
     """Ollama's "tools" and "thinking", from the chat template: "tools" where it renders them in
-    a family whose calls we parse (any model still takes tools, through the generic prompt)."""
+    a syntax formats/call_syntax.py reads (any model still takes tools, through the generic
+    prompt)."""
     template = header.metadata.get("tokenizer.chat_template")
     template = template if isinstance(template, str) else None
-    tools = ("tools",) if call_format(template).native else ()
-    return (*tools, *(("thinking",) if thinks(template) else ()))
+    fmt, reasoning = syntax_of(template)
+    tools = ("tools",) if fmt.native else ()
+    return (*tools, *(("thinking",) if reasoning is not None else ()))
 
 
 def _text(value: object) -> str | None:

@@ -13,10 +13,10 @@ from localserve.backends.llama_cpp import LlamaCppBackend, LlamaCppOptions
 from localserve.engine.batching.draft_model import DraftModel
 from localserve.engine.batching.scheduler import Scheduler
 from localserve.engine.batching.sequence import Sequence
+from localserve.formats.chat_template import ChatTemplate
 from localserve.ground.errors import LoadFailed
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.step import StepPlan
-from localserve.server.chat.template import ChatTemplate
 from localserve.store.resolve import resolve
 from tests.support import in_process
 from tests.support.residency_support import gemma_file

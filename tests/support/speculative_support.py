@@ -9,9 +9,9 @@ import numpy as np
 from localserve.backends.llama_cpp import LlamaCppBackend
 from localserve.engine.batching.scheduler import Scheduler
 from localserve.engine.batching.sequence import Sequence
+from localserve.formats.chat_template import ChatTemplate
 from localserve.ground.sampling import SamplingParams
 from localserve.ground.step import StepChunk, StepPlan
-from localserve.server.chat.template import ChatTemplate
 
 # An edit: the model copies the function back, so its own text offers drafts.
 EDIT = (

@@ -1,11 +1,12 @@
 """An answer's text, as it streams, split into what each face sends apart: a reasoning model's
 thinking, the content, and tool calls.
 
-Text streams on at once except a tail that could be the start of a marker (`<think>`,
-`</think>`, a call's trigger), which waits for the next piece. A call is handed over whole,
-once its JSON object is complete; with grammar enforcement (server/chat/tool_calls.py) the text from
-the trigger on is always a well-formed call, and one cut short (max_tokens) is given back as
-content, as it was written.
+Text streams on at once except a tail that could be the start of a marker (the reasoning
+block's opening or closing, a call's trigger), which waits for the next piece. Calls are read
+in the model's own syntax (server/chat/call_reader.py) and handed over whole. A call written
+inside the reasoning block ends the thinking there: it is a call, never thinking. Call markup
+never reaches the content: a block cut short at the answer's end is dropped; text that began
+like a call and is not one is content, as it was written.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from localserve.ground.call_formats import NAME_KEY, CallFormat
+from localserve.ground.call_formats import CallFormat, Reasoning
+from localserve.server.chat.call_reader import CallReader
 
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+THINK = Reasoning("<think>", "</think>", "\n</think>\n\n")
 
 
 @dataclass
@@ -54,21 +56,32 @@ def _held(text: str, marker: str) -> int:
 
 
 class AnswerParser:
-    """Feed it the answer's pieces in order, then `finish()`."""
+    """Feed it the answer's pieces in order, then `finish()`. `text_params` names each
+    function's string parameters, for formats that write parameters one at a time."""
 
     def __init__(
-        self, calls: CallFormat | None = None, thinking: bool = False, thinking_open: bool = False
+        self,
+        calls: CallFormat | None = None,
+        reasoning: Reasoning | None = None,
+        thinking_open: bool = False,
+        text_params: dict[str, set[str]] | None = None,
     ) -> None:
         self._format = calls
-        self._think = "in" if thinking_open else ("start" if thinking else "off")
-        self._trim = False  # the answer after `</think>` has not begun yet
+        self._reasoning = reasoning or THINK
+        self._think = "in" if thinking_open else ("start" if reasoning else "off")
+        self._trim = False  # the answer after the reasoning's close has not begun yet
+        self._after_thought_call = False  # a call ended the thinking
+        self._late_close = False  # its close may still come, after the calls: dropped
+        self._skip_space = False  # and the blank lines after that close
+        self._quiet_held = ""  # content that may begin a quiet marker
         self._buf = ""
-        self._in_call = False
-        self._pos = 0  # in a call block: where the next object, separator or closing starts
-        self._expect_object = True
-        self._block_start = 0  # calls read before this block
-        self._decoder = json.JSONDecoder()
+        self._reader: CallReader | None = None
+        self._text_params = text_params or {}
         self.calls: list[Call] = []
+
+    @property
+    def think_close(self) -> str:
+        return self._reasoning.close
 
     def feed(self, text: str, final: bool = False) -> Parsed:
         self._buf += text
@@ -76,7 +89,19 @@ class AnswerParser:
         self._split_thinking(out, final)
         if self._think not in ("in", "start"):
             self._split_calls(out, final)
+        if self._reasoning.quiet:
+            out.content = self._without_quiet(out.content, final)
         return out
+
+    def _without_quiet(self, content: str, final: bool) -> str:
+        """The content less the markers that carry no text of it, a tail that could begin one
+        held for the next piece."""
+        text = self._quiet_held + content
+        for marker in self._reasoning.quiet:
+            text = text.replace(marker, "")
+        keep = 0 if final else max(_held(text, m) for m in self._reasoning.quiet)
+        self._quiet_held = text[len(text) - keep :]
+        return text[: len(text) - keep]
 
     def finish(self) -> Parsed:
         return self.feed("", final=True)
@@ -84,28 +109,41 @@ class AnswerParser:
     # -- thinking ----------------------------------------------------------------------------
 
     def _split_thinking(self, out: Parsed, final: bool) -> None:
+        opening, close = self._reasoning.open, self._reasoning.close
         if self._think == "start":
-            # A reasoning model opens with <think> or not at all.
+            # A reasoning model opens its block first or not at all.
             stripped = self._buf.lstrip()
-            if stripped.startswith(THINK_OPEN):
-                self._buf = stripped[len(THINK_OPEN) :]
+            if stripped.startswith(opening):
+                self._buf = stripped[len(opening) :]
                 self._think = "in"
-            elif final or not THINK_OPEN.startswith(stripped):
+            elif stripped.startswith(close):  # the prompt opened the block after all
+                self._buf = stripped[len(close) :]
+                self._think, self._trim = "done", True
+            elif final or not (opening.startswith(stripped) or close.startswith(stripped)):
                 self._think = "done"
             else:
                 return
         if self._think == "in":
-            end = self._buf.find(THINK_CLOSE)
-            if end >= 0:
+            end = self._buf.find(close)
+            trigger = self._format.trigger if self._format is not None else ""
+            call = self._buf.find(trigger) if trigger else -1
+            maybe_close = end < 0 and not final and close.startswith(self._buf[call:])
+            if call >= 0 and (end < 0 or call < end) and not maybe_close:
+                out.thinking += self._buf[:call].rstrip()
+                self._buf = self._buf[call:]
+                self._think, self._after_thought_call = "done", True
+            elif end >= 0:
                 out.thinking += self._buf[:end]
-                self._buf = self._buf[end + len(THINK_CLOSE) :]
+                self._buf = self._buf[end + len(close) :]
                 self._think, self._trim = "done", True
             else:
-                keep = 0 if final else _held(self._buf, THINK_CLOSE)
+                keep = 0 if final else max(_held(self._buf, close), _held(self._buf, trigger))
+                if maybe_close and call >= 0:  # a trigger that may yet be the close's start
+                    keep = len(self._buf) - call
                 out.thinking += self._buf[: len(self._buf) - keep]
                 self._buf = self._buf[len(self._buf) - keep :]
         if self._trim:
-            # The blank lines a model writes after `</think>` are no part of the answer, in
+            # The blank lines a model writes after the close are no part of the answer, in
             # whichever pieces they come: `</think>` and "\n\n" are often tokens of their own.
             self._buf = self._buf.lstrip()
             self._trim = not self._buf
@@ -118,59 +156,50 @@ class AnswerParser:
             out.content += self._buf
             self._buf = ""
             return
+        trigger = fmt.trigger
         while True:
-            if not self._in_call:
-                start = self._buf.find(fmt.trigger)
+            if self._late_close and self._reader is None:
+                # A thought a call ended may still close after the calls: no part of the answer.
+                rest = self._buf.lstrip()
+                close = self._reasoning.close
+                if rest.startswith(close):
+                    self._buf = rest[len(close) :]
+                    self._late_close, self._skip_space = False, True
+                elif close.startswith(rest) and not final:
+                    return
+                else:
+                    self._late_close = False
+            if self._skip_space:
+                self._buf = self._buf.lstrip()
+                self._skip_space = not self._buf and not final
+            if self._reader is None:
+                start = self._buf.find(trigger)
                 if start < 0:
-                    keep = 0 if final else _held(self._buf, fmt.trigger)
+                    keep = _held(self._buf, trigger)
                     out.content += self._buf[: len(self._buf) - keep]
                     self._buf = self._buf[len(self._buf) - keep :]
+                    if final and keep < 2:  # a lone `<` or `[` is text; more, a cut trigger
+                        out.content += self._buf
+                    if final:
+                        self._buf = ""
                     return
                 out.content += self._buf[:start]
-                self._buf = self._buf[start:]
-                self._in_call, self._pos, self._expect_object = True, len(fmt.open), True
-                self._block_start = len(self.calls)
-            if not self._step_call(fmt, out, final):
+                self._buf = self._buf[start + len(trigger) :]
+                expect = fmt.first.lstrip()[len(trigger) :]
+                self._reader = CallReader(fmt, self._text_params, expect)
+            reader = self._reader
+            for read in reader.read(self._buf, final):
+                call = Call(len(self.calls), read.name, read.arguments)
+                self.calls.append(call)
+                out.calls.append(call)
+            if reader.failed:
+                # Not a call after all: the text from where the whole calls end is content.
+                out.content += ("" if reader.mark else trigger) + self._buf[reader.mark :]
+                self._buf, self._reader = "", None
                 return
-
-    def _step_call(self, fmt: CallFormat, out: Parsed, final: bool) -> bool:
-        """Read what the call block holds so far; False when it waits for more text."""
-        buf = self._buf
-        if self._expect_object:
-            if not buf.startswith(fmt.first[: min(len(buf), len(fmt.first))]):
-                return self._not_a_call(out)
-            try:
-                obj, end = self._decoder.raw_decode(buf, self._pos)
-            except RecursionError:  # nested past the decoder's stack: a model's, never a call
-                return self._not_a_call(out)
-            except ValueError:
-                if final:
-                    return self._not_a_call(out)
-                return False
-            name, arguments = obj.get("name"), obj.get(fmt.args_key, {})
-            if not isinstance(name, str) or not isinstance(arguments, dict):
-                return self._not_a_call(out)
-            call = Call(len(self.calls), name, arguments)
-            self.calls.append(call)
-            out.calls.append(call)
-            self._pos, self._expect_object = end, False
-            return True
-        rest = buf[self._pos :]
-        sep = fmt.sep + NAME_KEY
-        if rest.startswith(sep):
-            self._pos += len(fmt.sep)
-            self._expect_object = True
-            return True
-        if not final and (sep.startswith(rest) or fmt.close.startswith(rest)):
-            return False  # a separator or the closing, not yet whole
-        if fmt.close and rest.startswith(fmt.close):
-            rest = rest[len(fmt.close) :]
-        self._buf, self._in_call = rest, False
-        return True
-
-    def _not_a_call(self, out: Parsed) -> bool:
-        """Text that began like a call and is not one (or was cut short) is content, from where
-        the calls already handed over end."""
-        out.content += self._buf if len(self.calls) == self._block_start else self._buf[self._pos :]
-        self._buf, self._in_call = "", False
-        return False
+            if not reader.done:
+                return
+            self._buf, self._reader = self._buf[reader.pos :], None
+            self._late_close = self._after_thought_call
+            if not self._buf and not self._late_close:
+                return

@@ -10,11 +10,12 @@ from functools import cached_property
 from typing import Any
 
 from localserve.engine.worker_client.resident import ResidentModel
-from localserve.ground.call_formats import CallFormat, call_format, thinks
+from localserve.formats.call_syntax import syntax_of
+from localserve.ground.call_formats import CallFormat, Reasoning
 from localserve.ground.errors import BadRequest
 from localserve.ground.sampling import SamplingParams
-from localserve.server.chat import tool_calls
-from localserve.server.chat.answer_parser import THINK_OPEN, AnswerParser
+from localserve.server.chat import call_grammar, tool_calls
+from localserve.server.chat.answer_parser import THINK, AnswerParser
 from localserve.server.chat.template import template_for
 from localserve.server.chat.tool_calls import ToolRequest
 
@@ -25,16 +26,25 @@ class ChatPlan:
     tools: ToolRequest | None
     think: bool | None  # the request's own choice; None: the template's default
     variables: dict[str, Any] = field(default_factory=dict)  # more for the template to read
-    thinking_open: bool = False  # the rendered prompt already opened a <think> block
+    thinking_open: bool = False  # the rendered prompt ends in an open reasoning block
+    lead: str = ""  # what an answer that calls at once writes first (call_formats.py)
 
-    # Read from the template's source once: Ollama's chat renders again for each turn it drops.
+    # Read off the template once a source (formats/call_syntax.py): the model's own syntax.
     @cached_property
     def format(self) -> CallFormat:
-        return call_format(self.model.info.chat_template)
+        return syntax_of(self.model.info.chat_template)[0]
 
     @cached_property
+    def reasoning(self) -> Reasoning | None:
+        return syntax_of(self.model.info.chat_template)[1]
+
+    @property
     def thinks(self) -> bool:
-        return thinks(self.model.info.chat_template)
+        return self.reasoning is not None
+
+    @property
+    def think_close(self) -> str:
+        return (self.reasoning or THINK).close
 
     async def encode(self, messages: list[dict[str, Any]]) -> list[int]:
         """The prompt's tokens (a trip to the worker: for what needs them before the submit,
@@ -49,12 +59,18 @@ class ChatPlan:
         if self.tools is not None:
             if fmt.native:
                 variables["tools"] = [f.as_tool() for f in self.tools.functions]
+                if not fmt.lists_tools:
+                    messages = tool_calls.with_tools_listed(messages, self.tools, fmt)
             else:
                 messages = tool_calls.with_generic_prompt(messages, self.tools)
         if self.think is not None:
             variables["enable_thinking"] = self.think
         text = template_for(self.model).render(messages, add_generation_prompt=True, **variables)
-        self.thinking_open = self.thinks and text.rstrip().endswith(THINK_OPEN)
+        end = text.rstrip()
+        reasoning = self.reasoning
+        self.thinking_open = reasoning is not None and end.endswith(reasoning.open)
+        closed = reasoning is not None and end.endswith(reasoning.close)
+        self.lead = "" if closed else (fmt.lead_open if self.thinking_open else fmt.lead_fresh)
         return text
 
     def constrain(self, params: SamplingParams) -> SamplingParams:
@@ -65,13 +81,28 @@ class ChatPlan:
             raise BadRequest(
                 f"'{params.grammar.field}' cannot be combined with 'tools'", params.grammar.field
             )
-        return replace(params, grammar=tool_calls.grammar(self.tools, self.format))
+        tools = self.tools
+        functions = [(f.name, f.parameters) for f in tools.offered]
+        # A function named in tool_choice is called once, as OpenAI's API does.
+        parallel = tools.parallel and tools.choice != "function"
+        rule = call_grammar.grammar(functions, tools.choice, parallel, self.format, self.lead)
+        return replace(params, grammar=rule)
 
     def parser(self) -> AnswerParser:
+        tools = self.tools
+        text_params = {
+            f.name: {
+                k
+                for k, v in (f.parameters.get("properties") or {}).items()
+                if call_grammar.is_text(v)
+            }
+            for f in (tools.offered if tools is not None else ())
+        }
         return AnswerParser(
-            self.format if self.tools is not None else None,
-            thinking=self.thinks,
-            thinking_open=self.thinking_open,
+            self.format if tools is not None else None,
+            self.reasoning,
+            self.thinking_open,
+            text_params,
         )
 
 

@@ -1,14 +1,10 @@
-"""Tool calls as both faces ask for them: the request's tools and tool_choice, the history's
-calls and results as the chat template expects them, and the grammar that makes the answer's
-calls valid.
+"""Tool calls as every face asks for them: the request's tools and tool_choice, and the
+history's calls and results as the chat template expects them.
 
-The tools are rendered through the model's own template when it takes `tools` in a family of
-ground/call_formats.py; any other model gets GENERIC_PROMPT, a system message, and answers in
+The tools and the history go through the model's own template when formats/call_syntax.py reads
+its call syntax off it; any other model gets GENERIC_PROMPT, a system message, and answers in
 the generic JSON format, as llama.cpp's server does for templates without tool support. The
-calls are enforced with an llguidance Lark grammar (backends/guides.py): `required` or a named
-function constrain the whole answer to calls; `auto` leaves text free until a call's trigger
-(a lazy lexeme, as llama.cpp's lazy grammars), then constrains the call. Either way every call
-names a given function, with arguments its JSON Schema accepts, even from a 135M model.
+grammar that makes the answer's calls valid is server/chat/call_grammar.py's.
 """
 
 from __future__ import annotations
@@ -17,10 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from localserve.ground.call_formats import NAME_KEY, CallFormat
+from localserve.ground.call_formats import SLOTS, CallFormat
 from localserve.ground.errors import BadRequest
-from localserve.ground.sampling import JSON_STYLE, Grammar
-from localserve.server.chat.structured import closed
 from localserve.server.http import bounded_json
 from localserve.server.http import validation as v
 
@@ -207,47 +201,37 @@ def _generic_result_turn(m: dict[str, Any], out: list[dict[str, Any]]) -> dict[s
     return {"role": "user", "content": result, "tool_results": True}
 
 
+def with_tools_listed(
+    messages: list[dict[str, Any]], tools: ToolRequest, fmt: CallFormat
+) -> list[dict[str, Any]]:
+    """The tools, listed in the system message, for a template that writes calls but leaves
+    listing the tools to the caller (DeepSeek V3.1's), with a call in its own syntax."""
+    listing = "\n".join(
+        json.dumps(f.as_tool()["function"], ensure_ascii=False) for f in tools.offered
+    )
+    example = fmt.first + "<name>" + fmt.name_close
+    example += '{"<argument>": <value>}' if fmt.args == "json" else ""
+    example += fmt.call_close + fmt.close
+    for slot in SLOTS:
+        example = example.replace(slot, "0")
+    prompt = (
+        f"You can call tools. Each is listed with a JSON Schema of its arguments:\n{listing}\n"
+        f"To call one, write:\n{example}\n{_RULES[tools.choice].format(name=tools.named)}"
+    )
+    return _with_system(messages, prompt)
+
+
 def with_generic_prompt(messages: list[dict[str, Any]], tools: ToolRequest) -> list[dict[str, Any]]:
     """GENERIC_PROMPT, added to the system message (or as one) for a template without tools."""
     listing = "\n".join(
         json.dumps(f.as_tool()["function"], ensure_ascii=False) for f in tools.offered
     )
     rule = _RULES[tools.choice].format(name=tools.named)
-    prompt = GENERIC_PROMPT.format(tools=listing, rule=rule)
+    return _with_system(messages, GENERIC_PROMPT.format(tools=listing, rule=rule))
+
+
+def _with_system(messages: list[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
     if messages and messages[0]["role"] == "system":
         first = messages[0]
         return [{**first, "content": f"{first['content']}\n\n{prompt}"}, *messages[1:]]
     return [{"role": "system", "content": prompt}, *messages]
-
-
-# -- the grammar -------------------------------------------------------------------------------
-
-
-def grammar(tools: ToolRequest, fmt: CallFormat) -> Grammar:
-    """llguidance Lark: each call `{"name": "<a function>", "<args>": <its schema>}` between
-    the family's texts; `auto` starts with free text, lazily ended by the trigger."""
-    lit = json.dumps
-    rules = ["%llguidance {}"]
-    for i, f in enumerate(tools.offered):
-        # Lenient: a keyword llguidance lacks (Claude Code's `propertyNames`) goes unenforced,
-        # reported (server/chat/structured.py's `unenforced`), rather than refuse the request.
-        schema = json.dumps({**closed(f.parameters), "x-guidance": {**JSON_STYLE, "lenient": True}})
-        rules.append(
-            f'fn_{i}: {lit(lit(f.name) + ", " + lit(fmt.args_key) + ": ")} %json {schema} "}}"'
-        )
-    rules.append("call: " + " | ".join(f"fn_{i}" for i in range(len(tools.offered))))
-    more = f" ({lit(fmt.sep + NAME_KEY)} call)*" if tools.parallel else ""
-    close = f" {lit(fmt.close)}" if fmt.close else ""
-    rules.append(f"calls: call{more}{close}")
-    if tools.choice == "auto":
-        rest = fmt.first[len(fmt.trigger) :]
-        rules += [
-            "start: block* tail",
-            "tail: TEXT",
-            r"TEXT: /(.|\n)*/",
-            f"trigger[lazy]: TEXT {lit(fmt.trigger)}",
-            f"block: trigger {lit(rest) if rest else ''} calls",
-        ]
-    else:
-        rules.append(f"start: {lit(fmt.first)} calls")
-    return Grammar("lark", "\n".join(rules) + "\n", FIELD)

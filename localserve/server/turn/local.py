@@ -18,7 +18,7 @@ from aiohttp import web
 from localserve.engine.worker_client.resident import ResidentModel
 from localserve.engine.worker_client.stream import RequestStream
 from localserve.ground.sampling import SamplingParams
-from localserve.server.chat.answer_parser import THINK_CLOSE, AnswerParser, Call, Parsed
+from localserve.server.chat.answer_parser import AnswerParser, Call, Parsed
 from localserve.server.chat.pieces import outputs
 from localserve.server.chat.plan import ChatPlan, plan_chat
 from localserve.server.http import request_log
@@ -141,10 +141,11 @@ async def local_turn(request: web.Request, ask: Ask) -> AsyncIterator[Turn]:
                 yield Turn(model, seq, parser)
                 return
             answer_params, cap = params, params.max_tokens
+            close_text = plan.think_close
             thinking = replace(
                 params,
                 grammar=None,
-                stop=(*params.stop, THINK_CLOSE),
+                stop=(*params.stop, close_text),
                 max_tokens=budget if cap is None else min(budget, cap),
             )
             # The answer after the thinking is queued with the prompt's tokens: ask for them.
@@ -153,14 +154,12 @@ async def local_turn(request: web.Request, ask: Ask) -> AsyncIterator[Turn]:
             )
 
             async def answer(done: RequestStream) -> RequestStream | None:
-                ended = done.finish_reason == "length" or done.stop_sequence == THINK_CLOSE
+                ended = done.finish_reason == "length" or done.stop_sequence == close_text
                 left = None if cap is None else cap - done.completion_tokens
                 if not ended or (left is not None and left <= 0):
                     return None
                 close = (
-                    []
-                    if done.stop_sequence == THINK_CLOSE
-                    else await model.encode_piece(THINK_CLOSE)
+                    [] if done.stop_sequence == close_text else await model.encode_piece(close_text)
                 )
                 rest = replace(answer_params, max_tokens=left)
                 return await stack.enter_async_context(
@@ -182,7 +181,7 @@ async def pieces(turn: Turn, idle_s: float | None = None) -> AsyncIterator[Parse
                 yield turn.parser.feed(out.text)
             elif await turn.next_sequence():
                 # The engine cut the `</think>` that ended the thinking, or it was forced.
-                yield turn.parser.feed(out.text + THINK_CLOSE)
+                yield turn.parser.feed(out.text + turn.parser.think_close)
                 break
             else:
                 yield turn.parser.feed(out.text, final=True)

@@ -1,6 +1,7 @@
 """Tool and response schemas never fail a request for a keyword the grammar cannot enforce
-(#44): tools compile leniently and what went unenforced is said; a strict response schema keeps
-the old rule, refused where a keyword cannot be enforced (server/chat/structured.py)."""
+(#44): tools compile leniently, in each call format a template derives, and what went
+unenforced is said; a strict response schema keeps the old rule, refused where a keyword cannot
+be enforced (server/chat/structured.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ from typing import Any
 
 import pytest
 
-from localserve.ground.call_formats import GENERIC, HERMES, LLAMA3, MISTRAL
+from localserve.formats.call_syntax import syntax_of
+from localserve.ground.call_formats import GENERIC, CallFormat
+from localserve.ground.sampling import Grammar
+from localserve.server.chat import call_grammar
 from localserve.server.chat.structured import header_text, schema_grammar, unenforced
-from localserve.server.chat.tool_calls import grammar, read_tools
+from localserve.server.chat.tool_calls import read_tools
+from tests.support.template_corpus import template
 from tests.support.tools_support import NAMES_BY_PATTERN
 
 CLAUDE_CODE = Path(__file__).parents[3] / "support" / "agent_requests" / "claude_code_tools.json"
@@ -35,17 +40,37 @@ def openai_tools(tools: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("fmt", [HERMES, MISTRAL, LLAMA3, GENERIC], ids=lambda f: f.family)
-def test_claude_codes_own_tool_list_compiles(fmt) -> None:
+# A JSON object of arguments in each place models write it, and one parameter at a time.
+TEMPLATES = [
+    "Qwen-Qwen2.5-7B-Instruct",
+    "mistralai-Mistral-Nemo-Instruct-2407",
+    "meta-llama-Llama-3.1-8B-Instruct",
+    "Qwen3-Coder",
+    "google-gemma-4-31B-it",
+]
+
+
+def tools_grammar(body: dict[str, Any], fmt: CallFormat) -> Grammar:
+    """The grammar the answer to a request with these tools is held to, as the chat plans it."""
+    tools = read_tools(body)
+    assert tools is not None
+    functions = [(f.name, f.parameters) for f in tools.offered]
+    return call_grammar.grammar(functions, tools.choice, tools.parallel, fmt, "")
+
+
+@pytest.mark.parametrize("name", [*TEMPLATES, "generic"])
+def test_claude_codes_own_tool_list_compiles(name) -> None:
+    fmt = GENERIC if name == "generic" else syntax_of(template(name))[0]
     tools = json.loads(CLAUDE_CODE.read_text(encoding="utf-8"))["tools"]
-    dropped, failed = unenforced(grammar(read_tools(openai_tools(tools)), fmt))
+    dropped, failed = unenforced(tools_grammar(openai_tools(tools), fmt))
     assert failed is None
     assert len(tools) >= 20
 
 
-def test_a_tool_keyword_the_grammar_lacks_is_left_unenforced_and_named() -> None:
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_a_tool_keyword_the_grammar_lacks_is_left_unenforced_and_named(name) -> None:
     tools = openai_tools([{"name": "tag", "input_schema": NAMES_BY_PATTERN}])
-    dropped, failed = unenforced(grammar(read_tools(tools), HERMES))
+    dropped, failed = unenforced(tools_grammar(tools, syntax_of(template(name))[0]))
     assert failed is None
     assert any("propertyNames" in said for said in dropped)
 

@@ -7,8 +7,9 @@ from typing import cast
 import pytest
 
 from localserve.engine.worker_client.resident import ResidentModel
+from localserve.formats.chat_template import ChatTemplate
 from localserve.ground.errors import BadRequest
-from localserve.server.chat.template import ChatTemplate, template_for
+from localserve.server.chat.template import template_for
 
 # The shape of CVE-2024-34359: a template that walks Python internals to reach os.popen.
 ESCAPE = "{{ ''.__class__.__mro__[1].__subclasses__() }}"
