@@ -11,8 +11,12 @@ from typing import Final
 
 from localserve.ground.errors import BadRequest
 
+# One part of a duration, matched only where the last one ended (never searched for: a search
+# restarts at every digit of a long run, and each restart runs the digits to the end again).
 _PART = re.compile(r"(-?\d+(?:\.\d+)?)(ms|s|m|h)")
 _SCALE = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+# A duration is a few characters ("1h30m"); the cap bounds what any reading of one costs.
+MAX_DURATION_CHARS = 64
 # Longer than this is for ever: an expiry date that far out is past what dates can hold.
 _FOREVER_S = 100 * 365 * 86400.0
 
@@ -35,27 +39,46 @@ def parse_keep_alive(value: object, param: str = "keep_alive") -> float | None:
     Any negative value means forever, as in Ollama.
     """
     if isinstance(value, bool):
-        raise BadRequest(f"'{param}' must be a duration like \"5m\" or a number of seconds", param)
+        raise _not_a_duration(param)
     if isinstance(value, (int, float)):
         # Clamped before it is a float: an int of 400 digits is none (OverflowError), and any
         # past either end is for ever.
         seconds = float(min(max(value, -1), 2 * _FOREVER_S))
     elif isinstance(value, str):
         text = value.strip().lower()
+        if len(text) > MAX_DURATION_CHARS:
+            raise _not_a_duration(param, f", of at most {MAX_DURATION_CHARS} characters")
         try:
             seconds = float(text)
         except ValueError:
-            parts = _PART.findall(text)
-            if not parts or "".join(n + u for n, u in parts) != text:
-                raise BadRequest(
-                    f"'{param}' must be a duration like \"5m\" or a number of seconds", param
-                ) from None
-            seconds = sum(float(n) * _SCALE[u] for n, u in parts)
+            parsed = _duration(text)
+            if parsed is None:
+                raise _not_a_duration(param) from None
+            seconds = parsed
     else:
-        raise BadRequest(f"'{param}' must be a duration like \"5m\" or a number of seconds", param)
+        raise _not_a_duration(param)
     if seconds != seconds:  # NaN
-        raise BadRequest(f"'{param}' must be a duration like \"5m\" or a number of seconds", param)
+        raise _not_a_duration(param)
     return None if seconds < 0 or seconds > _FOREVER_S else seconds
+
+
+def _duration(text: str) -> float | None:
+    """Seconds in "1h30m", "5m", "1.5s", "-5m" (parts one after another, nothing between), or
+    None for a text that is no such duration."""
+    seconds, pos = 0.0, 0
+    while pos < len(text):
+        part = _PART.match(text, pos)
+        if part is None:
+            break
+        seconds += float(part[1]) * _SCALE[part[2]]
+        pos = part.end()
+    return seconds if text and pos == len(text) else None
+
+
+def _not_a_duration(param: str, bound: str = "") -> BadRequest:
+    return BadRequest(
+        f"'{param}' must be a duration like \"5m\" or a number of seconds{bound}", param
+    )
 
 
 GiB = 1 << 30

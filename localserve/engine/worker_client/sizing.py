@@ -78,11 +78,19 @@ def fitted_ctx(header: GGUFHeader, s: Settings, room: int | None, kv: float = F1
 
     if fits(trained):
         return trained
-    lo, hi = least, trained  # fits(lo) or lo is the floor; not fits(hi)
-    while hi - lo > CTX_STEP:
-        mid = (lo + hi) // 2 // CTX_STEP * CTX_STEP
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    # A binary search over the step counts k of the multiples k * CTX_STEP strictly between the
+    # floor and the trained context, not over contexts: halving contexts and rounding down to a
+    # step stalls once the two bounds are less than two steps apart around a trained context
+    # that is no multiple of it (200,000: the midpoint rounds back onto the lower bound).
+    best = least  # fits, or is the floor
+    first, last = least // CTX_STEP + 1, (trained - 1) // CTX_STEP
+    while first <= last:  # each turn leaves at most half of first..last
+        k = (first + last) // 2
+        if fits(k * CTX_STEP):
+            best, first = k * CTX_STEP, k + 1
+        else:
+            last = k - 1
+    return best
 
 
 def _estimate_onnx(ref: ModelRef, s: Settings, room: int | None) -> LayeredEstimate:
