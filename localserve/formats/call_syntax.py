@@ -107,9 +107,31 @@ def syntax_of(source: str | None) -> tuple[CallFormat, Reasoning | None]:
     if "tool" in source:
         try:
             fmt = read_calls(template, reasoning, key) or GENERIC
+            if any(len(text) > _LONGEST for text in _texts(fmt)):
+                fmt = GENERIC  # a reading that took in the template's prose (Command R+'s)
         except Exception as exc:  # the template's own code failed on the probes
             log.debug("the template's calls could not be read: %s", exc)
     return fmt, reasoning
+
+
+# The longest text around a call any template of the corpus writes is 53 characters (GigaChat's
+# call opening); a longer one is prose the reading took in, not a call's markup.
+_LONGEST = 80
+
+
+def _texts(fmt: CallFormat) -> tuple[str, ...]:
+    return (
+        fmt.open,
+        fmt.call_open,
+        fmt.name_close,
+        fmt.call_close,
+        fmt.sep,
+        fmt.close,
+        fmt.param_open,
+        fmt.param_mid,
+        fmt.param_close,
+        fmt.param_sep,
+    )
 
 
 def _render(template: ChatTemplate, turn: dict[str, Any] | None, **variables: Any) -> str:

@@ -61,11 +61,14 @@ def begins_marker(piece: str, within: str, keep_space: bool = False) -> str:
 
 
 def ends_marker(piece: str) -> str:
-    """`piece`, a text that ends each repeated part, cut back to a marker's end."""
-    end = len(piece)
-    while end > 0 and (piece[end - 1].isspace() or piece[end - 1] not in BOUNDARY):
-        end -= 1
-    return piece[:end]
+    """`piece`, a text that ends each repeated part, less blank space at its end and cut back
+    to a marker's end where it has one (a quote that ends a value stays: `'` of
+    `fn(a='x')`)."""
+    end = len(piece.rstrip())
+    cut = end
+    while cut > 0 and piece[cut - 1] not in BOUNDARY:
+        cut -= 1
+    return piece[:cut] if cut > 0 else piece[:end]
 
 
 def boundary(text: str, at: int) -> int:

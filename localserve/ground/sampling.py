@@ -21,12 +21,14 @@ class Grammar:
     (llguidance's Lark: tool calls); `field` is the request field an error about it names.
     A `strict` schema (response_format's `strict: true`) is refused where a keyword cannot be
     enforced; any other is compiled leniently, the keyword left unenforced and reported.
+    `dropped` says what the grammar's writer left out itself (a text parameter's `pattern`).
     """
 
     kind: str
     text: str
     field: str
     strict: bool = False
+    dropped: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

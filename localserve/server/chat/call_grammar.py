@@ -51,8 +51,9 @@ def grammar(
     `choice` "auto" leaves the answer free up to a call, any other forces calls after
     `lead`."""
     rules = ["%llguidance {}", r"TEXT: /(.|\n)*/"]
+    dropped: list[str] = []
     for i, (name, schema) in enumerate(functions):
-        rules += _function(i, name, schema, fmt)
+        rules += _function(i, name, schema, fmt, dropped)
     rules.append("body: " + " | ".join(f"fn_{i}" for i in range(len(functions))))
     more = (
         f" ({lit(fmt.call_close + fmt.sep + fmt.call_open)} body)*"
@@ -72,10 +73,12 @@ def grammar(
         ]
     else:
         rules.append(f"start: {lit(lead + first)} calls")
-    return Grammar("lark", "\n".join(rules) + "\n", FIELD)
+    return Grammar("lark", "\n".join(rules) + "\n", FIELD, dropped=tuple(dropped))
 
 
-def _function(i: int, name: str, schema: dict[str, Any], fmt: CallFormat) -> list[str]:
+def _function(
+    i: int, name: str, schema: dict[str, Any], fmt: CallFormat, dropped: list[str]
+) -> list[str]:
     head = f"fn_{i}: {lit(name + fmt.name_close)}"
     if fmt.args == "json":
         return [f"{head} {_json(schema)}"]
@@ -93,6 +96,7 @@ def _function(i: int, name: str, schema: dict[str, Any], fmt: CallFormat) -> lis
     keys = list(properties)
     for j, key in enumerate(keys):
         rules += _param(f"{i}_{j}", key, properties[key], fmt)
+        dropped += [f"{name}.{key}: {word}" for word in _unwritten(properties[key])]
         nxt = f"{i}_{j + 1}"
         sep = lit(fmt.param_sep) if fmt.param_sep else ""
         if key in required:
@@ -113,12 +117,48 @@ def _param(at: str, key: str, schema: Any, fmt: CallFormat) -> list[str]:
         if isinstance(enum, list) and enum and all(isinstance(e, str) for e in enum):
             values = " | ".join(lit(e) for e in enum)
             return [f"{opening} {lit(fmt.param_mid)} ({values}) {lit(fmt.param_close)}"]
+        const = schema.get("const") if isinstance(schema, dict) else None
+        if isinstance(const, str):
+            return [f"{opening} {lit(fmt.param_mid)} {lit(const)} {lit(fmt.param_close)}"]
         return [
             f"{opening} {lit(fmt.param_mid)} v_{at}",
-            f"v_{at}[lazy]: TEXT {lit(fmt.param_close)}",
+            f"v_{at}[lazy]: {_text_length(schema)} {lit(fmt.param_close)}",
         ]
     close = lit(fmt.param_close_other) if fmt.param_close_other else ""
     return [f"{opening} {lit(fmt.param_mid_other)} {_json(schema)} {close}"]
+
+
+# What a parameter written as text enforces of its schema; any other keyword is reported.
+_TEXT_KEYWORDS = frozenset(
+    {
+        "type",
+        "enum",
+        "const",
+        "minLength",
+        "maxLength",
+        "description",
+        "title",
+        "default",
+        "examples",
+    }
+)
+
+
+def _text_length(schema: dict[str, Any]) -> str:
+    """A text value's characters, as many as minLength and maxLength allow."""
+    low, high = schema.get("minLength"), schema.get("maxLength")
+    low = low if isinstance(low, int) and low > 0 else 0
+    high = high if isinstance(high, int) and high >= low else None
+    if not low and high is None:
+        return "TEXT"
+    return "/(.|\\n){" + f"{low},{'' if high is None else high}" + "}/"
+
+
+def _unwritten(schema: Any) -> list[str]:
+    """The keywords of a text parameter's schema its grammar does not enforce."""
+    if not is_text(schema):
+        return []
+    return sorted(k for k in schema if k not in _TEXT_KEYWORDS)
 
 
 def is_text(schema: Any) -> bool:

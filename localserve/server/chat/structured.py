@@ -120,7 +120,7 @@ def unenforced(grammar: Grammar) -> tuple[tuple[str, ...], str | None]:
         failed, said = llguidance.LLMatcher.validate_grammar_with_warnings(compiled)
     except (ValueError, TypeError, RuntimeError) as exc:
         return (), str(exc)
-    return ((), "; ".join(said)) if failed else (tuple(said), None)
+    return ((), "; ".join(said)) if failed else ((*grammar.dropped, *said), None)
 
 
 def header_text(words: str) -> str:

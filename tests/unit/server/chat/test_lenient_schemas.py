@@ -17,8 +17,11 @@ from localserve.ground.sampling import Grammar
 from localserve.server.chat import call_grammar
 from localserve.server.chat.structured import header_text, schema_grammar, unenforced
 from localserve.server.chat.tool_calls import read_tools
+from tests.support.grammar_support import VOCAB_WARNING, accepts, tokenizer  # noqa: F401
 from tests.support.template_corpus import template
 from tests.support.tools_support import NAMES_BY_PATTERN
+
+pytestmark = pytest.mark.filterwarnings(VOCAB_WARNING)
 
 CLAUDE_CODE = Path(__file__).parents[3] / "support" / "agent_requests" / "claude_code_tools.json"
 
@@ -48,6 +51,10 @@ TEMPLATES = [
     "Qwen3-Coder",
     "google-gemma-4-31B-it",
 ]
+
+
+def fmt_of(name: str) -> CallFormat:
+    return syntax_of(template(name))[0]
 
 
 def tools_grammar(body: dict[str, Any], fmt: CallFormat) -> Grammar:
@@ -94,3 +101,28 @@ def test_a_schema_that_cannot_compile_at_all_is_said_so() -> None:
 
 def test_a_header_carries_one_line_of_printable_ascii() -> None:
     assert header_text("Unknown format: h\u00f6st\r\nX-Evil: 1") == "Unknown format: h?st X-Evil: 1"
+
+
+# -- a parameter written as text (Qwen3-Coder's, GLM's, MiniMax's) -----------------------------
+
+STORY = {
+    "type": "object",
+    "properties": {"story": {"type": "string", "minLength": 5, "maxLength": 8, "pattern": "^a"}},
+    "required": ["story"],
+}
+
+
+def test_a_text_parameters_keyword_its_grammar_cannot_write_is_said() -> None:
+    grammar = call_grammar.grammar([("tell", STORY)], "required", False, fmt_of("Qwen3-Coder"), "")
+    assert unenforced(grammar) == (("tell.story: pattern",), None)
+
+
+@pytest.mark.parametrize("story, taken", [("abcd", False), ("abcdef", True), ("abcdefghij", False)])
+def test_a_text_parameters_length_is_enforced(tokenizer, story, taken) -> None:
+    fmt = fmt_of("Qwen3-Coder")
+    grammar = call_grammar.grammar([("tell", STORY)], "required", False, fmt, "")
+    text = (
+        f"<tool_call>\n<function=tell>\n<parameter=story>\n{story}\n</parameter>\n"
+        "</function>\n</tool_call>"
+    )
+    assert accepts(tokenizer, grammar, text) is taken
