@@ -182,6 +182,9 @@ def main(argv: list[str]) -> int:
             f"{STREAMS} concurrent chat requests, max_tokens {args.tokens}, temperature 0.7; "
             "aggregate completion tokens/s, median of the rounds (alternating). The schema's story "
             "has a minLength, so that constrained answers run to max_tokens as free ones do. "
+            "The forced call (#56) is a copy of SmolLM2 carrying Qwen3.5's chat template, its "
+            "tool's story parameter written as text with the same minLength; its free side is a "
+            "raw completion of the same rendered prompt, tools and all. "
             "Grammar engine: llguidance's token mask on the logits.",
         ],
         [
