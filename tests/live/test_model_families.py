@@ -29,9 +29,8 @@ import pytest
 from pydantic import BaseModel
 
 from localserve.formats.call_syntax import syntax_of
-from tests.support.daemons import stop_daemon
-from tests.support.gguf_copy import copy_with
-from tests.support.live import CLIENT_TIMEOUT_S, start_daemon
+from tests.support.live import CLIENT_TIMEOUT_S
+from tests.support.real_templates import serving_copies
 from tests.support.template_corpus import FAMILIES, template
 
 WEATHER = {
@@ -90,18 +89,10 @@ def leaked(text: str | None, needles: tuple[str, ...]) -> list[str]:
 @pytest.fixture(scope="module")
 def families_daemon(tmp_path_factory) -> Iterator[tuple[subprocess.Popen, str]]:
     """One daemon serving a copy of SmolLM2 per family, each with its family's template."""
+    templates = {served(name): template(name) for name in FAMILIES}
     folder = tmp_path_factory.mktemp("families")
-    args = ["--parallel", "1", "--ctx", "4096"]
-    for name in FAMILIES:
-        copy = copy_with(
-            folder / f"{served(name)}.gguf", {"tokenizer.chat_template": template(name)}
-        )
-        args += ["--model", str(copy)]
-    proc, url = start_daemon(args, timeout_s=180)
-    try:
-        yield proc, url
-    finally:
-        stop_daemon(proc)
+    with serving_copies(folder, templates, ["--parallel", "1", "--ctx", "4096"]) as daemon:
+        yield daemon
 
 
 @pytest.fixture(scope="module")

@@ -83,9 +83,17 @@ def _reports_of_own_process(item: pytest.Item) -> list[pytest.TestReport]:
         hook.pytest_report_from_serializable(config=item.config, data=json.loads(line))
         for line in lines
     ]
-    if done.returncode < 0 or not found:
+    if not reported_whole(done.returncode, found):
         return [_failed(item, _death(done), time.monotonic() - started)]
     return found
+
+
+def reported_whole(returncode: int, reports: list[pytest.TestReport]) -> bool:
+    """The inner pytest said all there is of its test: it ran to its end (a call, or a skip),
+    and exited 0 unless it reported a failure. An exit after the setup's report, or a non-zero
+    exit with every report passed (a crash in teardown, `os._exit`), is no such ending."""
+    ended = any(r.when == "call" or r.skipped for r in reports)
+    return returncode >= 0 and ended and (returncode == 0 or any(r.failed for r in reports))
 
 
 def _death(done: subprocess.CompletedProcess[str]) -> str:
@@ -97,7 +105,7 @@ def _death(done: subprocess.CompletedProcess[str]) -> str:
             name = f"signal {-code}"
         head = f"the test's process died of {name}"
     else:
-        head = f"the test's process exited with {code} before reporting"
+        head = f"the test's process exited with {code} before reporting all of its test"
     return f"{head}; the end of its stderr:\n{done.stderr[-3000:]}"
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -86,13 +87,21 @@ def templates_daemon(tmp_path_factory) -> Iterator[tuple[subprocess.Popen, str]]
     """One daemon serving a copy of SmolLM2 per template, each with one slot and no prompt
     cache: a request's cached tokens can only be those its model's last request left in the
     slot (`assert_prompted_with` relies on it)."""
-    folder = tmp_path_factory.mktemp("templates")
+    templates = {served_name(name): template_text(name) for name in TEMPLATES}
     args = ["--parallel", "1", "--ctx", "2048", "--prompt-cache", "0"]
-    for name in TEMPLATES:
-        copy = copy_with(
-            folder / f"{served_name(name)}.gguf", {"tokenizer.chat_template": template_text(name)}
-        )
-        args += ["--model", str(copy)]
+    with serving_copies(tmp_path_factory.mktemp("templates"), templates, args) as daemon:
+        yield daemon
+
+
+@contextmanager
+def serving_copies(
+    folder: Path, templates: dict[str, str], args: list[str]
+) -> Iterator[tuple[subprocess.Popen, str]]:
+    """A daemon started with `args`, serving a copy of SmolLM2 per template, each under its
+    key's name."""
+    for name, source in templates.items():
+        copy = copy_with(folder / f"{name}.gguf", {"tokenizer.chat_template": source})
+        args = [*args, "--model", str(copy)]
     proc, url = start_daemon(args, timeout_s=180)
     try:
         yield proc, url

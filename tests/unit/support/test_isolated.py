@@ -26,6 +26,17 @@ def test_in_the_parent():
     assert True
 """
 
+# A test's process that ends with a non-zero code after its setup reported, before its test did
+# (a library's exit(), a crash the process turns into a plain code).
+EXITING = """
+import os
+import pytest
+
+@pytest.mark.kernels
+def test_an_exit_mid_test():
+    os._exit(3)
+"""
+
 # The parent decodes first, then a kernels test does: a fork of a process whose OpenMP pool ran
 # hung in its first decode.
 AFTER_THE_PARENT_DECODED = """
@@ -83,3 +94,11 @@ def test_a_kernels_test_decodes_after_its_parent_pytest_decoded(tmp_path: Path) 
     run = run_pytest(tmp_path, AFTER_THE_PARENT_DECODED)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "2 passed" in run.stdout
+
+
+def test_a_kernels_test_whose_process_exits_non_zero_after_its_setup_fails(tmp_path: Path) -> None:
+    run = run_pytest(tmp_path, EXITING)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "FAILED test_inner.py::test_an_exit_mid_test - the test's process exited with 3" in (
+        run.stdout
+    )
