@@ -21,7 +21,7 @@ from localserve.engine.residency import eviction
 from localserve.engine.residency.devices import find_devices
 from localserve.engine.residency.loader import Loader, sized
 from localserve.engine.residency.per_model import aliased, output_cap, with_draft
-from localserve.engine.residency.placement import answers, place
+from localserve.engine.residency.placement import answers, as_it_takes_effect, place
 from localserve.engine.residency.pools import MemoryPool, device_pools, summary
 from localserve.engine.residency.tally import ResidencyTally
 from localserve.engine.worker_client.placement import Placement
@@ -124,6 +124,7 @@ class ModelManager:
         with another num_gpu: it stops taking requests, drains, and goes.
         """
         name = aliased(self.settings, name)
+        pin = as_it_takes_effect(pin, list(self.pools.values()))
         ref = self.known.get(canonical_name(name)) or await self._resolve(name, allow_path)
         self.known[ref.name] = ref
         started = time.monotonic()

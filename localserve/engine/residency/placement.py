@@ -16,12 +16,32 @@ Busy and pinned models are never in a room: their memory is not to be had.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from localserve.engine.residency.pools import MemoryPool
 from localserve.engine.worker_client.placement import Placement
 from localserve.formats.offload import LayeredEstimate
 from localserve.ground.errors import BadRequest
 from localserve.ground.pin import AUTO, CPU, Pin
+
+
+def check_device(pin: Pin, pools: Sequence[MemoryPool]) -> None:
+    """BadRequest for a pin that names a device this machine has not."""
+    if pin.device is not None and pin.device not in {p.device for p in pools}:
+        have = ", ".join(p.device for p in pools)
+        raise BadRequest(
+            f"there is no device '{pin.device}' here; the devices are {have}", "device"
+        )
+
+
+def as_it_takes_effect(pin: Pin, pools: Sequence[MemoryPool]) -> Pin:
+    """`pin` as it can take effect on these pools: layers on a GPU, on a machine with none,
+    ask nothing (as Ollama's num_gpu there), so that no layer count reloads a model that can
+    only run on the CPU. A device that is not here is refused (before anything reloads)."""
+    check_device(pin, pools)
+    if pin.device is None and pin.gpu_layers is not None and not any(p.is_gpu for p in pools):
+        return replace(pin, gpu_layers=None)
+    return pin
 
 
 def answers(placement: Placement, pin: Pin) -> bool:
@@ -68,11 +88,7 @@ def place(
     """The placement for a model of `estimate`; `room(pool)` is what a pool could hold for it
     now (its free memory and what its idle models hold). `pools` are in preference order."""
     gpus = [p for p in pools if p.is_gpu]
-    if pin.device is not None and pin.device not in {p.device for p in pools}:
-        have = ", ".join(p.device for p in pools)
-        raise BadRequest(
-            f"there is no device '{pin.device}' here; the devices are {have}", "device"
-        )
+    check_device(pin, pools)
     if pin.device == CPU or pin.gpu_layers == 0 or not estimate.max_layers:
         return on_cpu(estimate, pin)
     if pin.device is not None:

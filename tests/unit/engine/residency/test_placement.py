@@ -261,3 +261,36 @@ def test_a_reload_that_times_out_behind_a_busy_model_leaves_it_serving_as_it_was
         assert loader.loads == ["a"] and loader.placements["a"].gpu_layers == 11
 
     run(scenario)
+
+
+# -- pins that cannot take effect (#57: reloads no client can storm) ---------------------------
+
+
+def cpu_only_manager(**settings: Any):
+    loader = FakeLoader({})
+    loader.layered["a"] = layers_model(100)
+    m = ModelManager(manager_settings(**settings), loader, FakeLibrary(), [fake_pool(10_000)])
+    return m, loader
+
+
+def test_layer_counts_on_a_machine_without_a_gpu_reload_nothing() -> None:
+    async def scenario() -> None:
+        m, loader = cpu_only_manager()
+        for i in range(20):  # Ollama's num_gpu, alternating
+            await use(m, "a", Pin(gpu_layers=1 + i % 2))
+        assert loader.loads == ["a"] and loader.unloads == []
+
+    run(scenario)
+
+
+def test_a_device_that_is_not_here_is_refused_before_the_model_is_drained() -> None:
+    async def scenario() -> None:
+        m, loader = manager(gpu_budget=2000)
+        await use(m, "a")
+        with pytest.raises(BadRequest, match="no device 'gpu3' here"):
+            await use(m, "a", Pin("gpu3"))
+        assert loader.unloads == [] and not m.get("a").draining
+        await use(m, "a")
+        assert loader.loads == ["a"]
+
+    run(scenario)
