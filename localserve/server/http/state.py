@@ -43,8 +43,9 @@ async def context_length(request: web.Request, name: str) -> int:
 async def context_pin(request: web.Request, name: str, pin: Pin, asked: int | None) -> Pin:
     """`pin`, asking for a larger context where Ollama's `num_ctx` is above the one `name` runs
     in, as Ollama reloads a model for it (once its running requests end), while the memory
-    budget holds the model with it. `--ctx` pins the context: then, as where memory does not
-    allow, the request runs in the loaded context (ollama/options.py's window says so)."""
+    budget holds the model with it: at least double the context it runs in. `--ctx` pins the
+    context: then, as where memory does not allow, the request runs in the loaded context
+    (ollama/options.py's window says so)."""
     manager = request.app[MANAGER]
     if asked is None or manager.settings.ctx:
         return pin
@@ -52,7 +53,11 @@ async def context_pin(request: web.Request, name: str, pin: Pin, asked: int | No
     if asked <= now:
         return pin
     loop = asyncio.get_running_loop()
-    ctx = await loop.run_in_executor(None, _grown, manager, name, asked)
+    # Grown to at least double (or the trained context): a client that climbs num_ctx a step
+    # at a time reloads the model a few times, not at every step.
+    ctx = await loop.run_in_executor(None, _grown, manager, name, max(asked, 2 * now))
+    if ctx < asked:  # double does not fit: what was asked may
+        ctx = await loop.run_in_executor(None, _grown, manager, name, asked)
     return replace(pin, ctx=ctx) if ctx > now else pin
 
 
