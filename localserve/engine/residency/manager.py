@@ -121,8 +121,7 @@ class ModelManager:
         key: server/admin/api.py) may name a file path; a client of the OpenAI or Ollama face
         names a model, and a name never holds a separator. A model resident with another
         placement than `pin` asks for is reloaded, as Ollama reloads a model for a request
-        with another num_gpu: it stops taking requests, drains, and goes.
-        """
+        with another num_gpu: it stops taking requests, drains, and goes."""
         name = aliased(self.settings, name)
         pin = as_it_takes_effect(pin, list(self.pools.values()))
         ref = self.known.get(canonical_name(name)) or await self._resolve(name, allow_path)
