@@ -1,8 +1,9 @@
 """Every setting of the daemon and the CLI, with its one default: flags, then the environment,
 then a config file, then the defaults written here.
 
-The config file is TOML in platformdirs' config dir (`~/.config/localserve/config.toml` on
-Linux), or wherever `LOCALSERVE_CONFIG` points. Its keys are the setting names below:
+The config file (ground/config_file.py reads it) is TOML in platformdirs' config dir
+(`~/.config/localserve/config.toml` on Linux), or wherever `LOCALSERVE_CONFIG` points. Its keys
+are the setting names below:
 
     port = 11434
     keep_alive = "10m"
@@ -18,14 +19,15 @@ Not pydantic-settings: its import costs the CLI 0.7 s a command, and it needs cu
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
+from localserve.ground.config_file import APP as APP
+from localserve.ground.config_file import ConfigError as ConfigError
+from localserve.ground.config_file import config_path as config_path
+from localserve.ground.config_file import read_file
 from localserve.ground.host_port import split_host_port
 from localserve.ground.setting_kinds import (
     ALIASES,
@@ -51,19 +53,6 @@ from localserve.ground.setting_kinds import (
     WHOLE,
     Kind,
 )
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
-APP = "localserve"
-CONFIG_ENV = "LOCALSERVE_CONFIG"
-UPSTREAMS = "upstreams"
-
-
-class ConfigError(ValueError):
-    """A setting with a value that cannot be used; the message names where it came from."""
 
 
 def setting(
@@ -246,6 +235,21 @@ class Settings:
         "largest request body of generation and embeddings (other endpoints take 1 MiB)",
     )
     body_timeout: float = setting(30.0, SECONDS, "seconds a request body may take to arrive")
+    # The work one request may ask for (server/http/bounds.py): far above what any client
+    # sends, so that only a runaway or hostile one meets them.
+    max_messages: int = setting(
+        10_000, WHOLE, "messages of a conversation (items of a Responses input) one request sends"
+    )
+    max_message_parts: int = setting(
+        1_000, WHOLE, "content parts (blocks) of one message, or of Anthropic's system"
+    )
+    max_embedding_inputs: int = setting(
+        2048, WHOLE, "inputs one embeddings request sends (OpenAI's own cap)"
+    )
+    max_tools: int = setting(512, WHOLE, "tools one request offers")
+    max_schema_bytes: int = setting(
+        64 << 10, SIZE, "largest tool (its name, description and JSON Schema), or answer format"
+    )
     # Connections (server/http/connections.py): an idle one gives way to a new one.
     max_connections: int = setting(
         256,
@@ -343,12 +347,6 @@ def describe() -> list[tuple[str, str, str, str]]:
     ]
 
 
-def config_path(env: Mapping[str, str] = os.environ) -> Path:
-    if env.get(CONFIG_ENV):
-        return Path(env[CONFIG_ENV]).expanduser()
-    return Path(platformdirs.user_config_dir(APP, appauthor=False)) / "config.toml"
-
-
 OPERATOR_HEADER = "X-Localserve-Operator"
 
 
@@ -362,7 +360,7 @@ def load(
     ollama = {k: var for k, var in OLLAMA_ENV.items() if env.get(var) and not env.get(ENV[k])}
     named = {**ENV, **ollama}
     levels: list[tuple[Mapping[str, Any], Callable[[str], str]]] = [
-        (_read_file(path), lambda key: str(path)),
+        (read_file(path, ENV), lambda key: str(path)),
         ({k: env[var] for k, var in named.items() if env.get(var)}, lambda key: f"${named[key]}"),
         ({k: v for k, v in (flags or {}).items() if k in ENV and v is not None}, flag),
     ]
@@ -373,23 +371,6 @@ def load(
         for key, value in raw.items():
             values[key] = _convert(key, value, where(key))
     return Settings(**values)
-
-
-def _read_file(path: Path) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as f:
-            data: dict[str, Any] = tomllib.load(f)
-    except FileNotFoundError:
-        return {}
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read the config file {path}: {exc}") from exc
-    data.pop(UPSTREAMS, None)  # the upstreams' tables: ground/upstreams.py reads them
-    unknown = sorted(set(data) - set(ENV))
-    if unknown:
-        raise ConfigError(
-            f"config file {path}: unknown setting {', '.join(unknown)} (known: {', '.join(ENV)})"
-        )
-    return data
 
 
 def _convert(key: str, raw: Any, source: str) -> Any:

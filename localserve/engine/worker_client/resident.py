@@ -74,6 +74,13 @@ class ResidentModel:
             raise BadRequest(f"input {empty} is empty", field)
         return tokens
 
+    async def count_tokens(self, texts: list[str]) -> list[int]:
+        """How many tokens each text is, in one trip, for sizing (Ollama's window): no BOS,
+        and an empty one is 0, not refused."""
+        loop = asyncio.get_running_loop()
+        tokens = await loop.run_in_executor(None, self.runner.tokenize, texts, False)
+        return [len(t) for t in tokens]
+
     def check_token_ids(self, tokens: list[int], field: str = "prompt") -> list[int]:
         """Token ids a client sent: an out-of-range id would fail the whole batch it runs in."""
         n_vocab = self.runner.n_vocab

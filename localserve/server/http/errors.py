@@ -38,8 +38,9 @@ RETRY_AFTER_S = "1"
 
 
 class Refused(Exception):
-    """The HTTP edge's own refusals (server/http/guard.py, server/http/limits.py): a status, a
-    message that says what to change, and the setting or field it names."""
+    """The HTTP edge's own refusals (server/http/guard.py, server/http/limits.py,
+    server/http/bounds.py): a status, a message that says what to change, and the setting or
+    field it names."""
 
     KINDS = {
         401: "authentication_error",

@@ -3,7 +3,8 @@ request can crash it or slow everyone else down: the size of a body and the time
 arrive (a slowloris client trickling bytes). Its JSON's nesting and integers are bounded where
 it is parsed (bounded_json.py). The connections' bounds (how many, how long a head or an idle
 connection may take) are in connections.py; the bounds on fields (stop strings, roles,
-logit_bias, max_tokens) are with the fields, in validation.py and requests.py.
+logit_bias, max_tokens) are with the fields, in validation.py and requests.py; those on the
+work a body asks for (its messages, inputs and tools) in bounds.py.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from localserve.ground.errors import BadRequest
 from localserve.ground.units import UNSET, KeepAlive, parse_keep_alive
-from localserve.server.http import bounded_json, limits
+from localserve.server.http import bounded_json, bounds, limits
 from localserve.server.http import validation as v
 from localserve.server.http.state import MANAGER
 
@@ -35,13 +35,14 @@ def _may_hold_surrogates(raw: bytes) -> bool:
 
 
 async def read_json(request: web.Request) -> v.JSON:
-    """The body as a JSON object, within the limits of server/http/limits.py and
-    server/http/bounded_json.py. Read once: a handler that looked at it first (to route it
-    upstream) hands the face the same object."""
+    """The body as a JSON object, within the limits of server/http/limits.py,
+    server/http/bounded_json.py and server/http/bounds.py. Read once: a handler that looked at
+    it first (to route it upstream) hands the face the same object."""
     if BODY in request:
         body: v.JSON = request[BODY]
         return body
-    raw = await limits.read_body(request, request.app[MANAGER].settings)
+    settings = request.app[MANAGER].settings
+    raw = await limits.read_body(request, settings)
     try:
         body = bounded_json.loads(raw)
     except bounded_json.BadJSON as exc:
@@ -50,6 +51,7 @@ async def read_json(request: web.Request) -> v.JSON:
         raise BadRequest("the request body must be a JSON object")
     if _may_hold_surrogates(raw):
         v.require_text(body, "the request body")
+    bounds.check(request.path, body, settings)
     request[BODY] = body
     return body
 

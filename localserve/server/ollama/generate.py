@@ -39,6 +39,7 @@ from localserve.server.ollama.options import (
     options_from,
     window,
 )
+from localserve.server.ollama.turns import fit_turns
 from localserve.server.turn.ask import Answering, Ask, whole
 from localserve.server.turn.local import Turn, local_turn
 from localserve.server.turn.run import on_model
@@ -196,14 +197,8 @@ class OllamaGeneration:
         self, plan: ChatPlan, messages: list[dict[str, Any]], ctx: int
     ) -> list[int]:
         """As Ollama does, drop the oldest turns (never a system message nor the last one)
-        until the conversation fits the window."""
-        tokens = await plan.encode(messages)
-        while len(tokens) >= ctx:
-            oldest = next((i for i, m in enumerate(messages[:-1]) if m["role"] != "system"), None)
-            if oldest is None:
-                break
-            messages = messages[:oldest] + messages[oldest + 1 :]
-            tokens = await plan.encode(messages)
+        until the conversation fits the window (ollama/turns.py)."""
+        tokens = await fit_turns(messages, ctx, plan.encode, plan.model.count_tokens)
         return fit_prompt(tokens, ctx, self.opts.num_keep)
 
     # -- the answer ---------------------------------------------------------------------------
