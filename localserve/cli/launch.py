@@ -4,19 +4,23 @@ daemon, as `ollama launch` and `lemonade launch` do.
 It starts the daemon if need be, pulls and loads the model, reads the context the model loaded
 with, and then gives the agent its configuration in the agent's own documented form: environment
 variables, command-line flags, or a file in localserve's config folder (`agents/`). Each carries
-the base URL, a key, the model, and the context and output limits the agent must keep to. For
+the base URL, a key, the model, and the context and output limits the agent must keep to. The
+key is the daemon's `api_key` (from the flag, LOCALSERVE_API_KEY or config.toml, as the daemon
+reads it), checked against the daemon before the agent starts; with none, any text does. For
 Claude Code it also sets the variables that keep its prompt prefix the same from turn to turn
 (no per-request attribution line), so that every turn after the first starts from cached cells.
 It then runs the agent in this terminal; `--print` prints the environment and the command
 instead, as lines a shell (or a test) can run verbatim.
 
 An agent whose first prompt cannot fit the loaded context is not started: the message says how
-large the prompt is, what is loaded, and which setting gives more.
+large the prompt is, what is loaded, and which setting gives more. `--model` may name an alias:
+the agent is given the alias, and the context is that of the model it stands for.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import shlex
@@ -25,17 +29,22 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from localserve.cli.common import Failure, address_options, connect
 from localserve.cli.output import FAILED, OK, UNREACHABLE
 from localserve.cli.run import ensure_daemon, ensure_model
-from localserve.client import Client, bare_name
+from localserve.client import JSON, bare_name
 from localserve.ground import settings as config
 from localserve.launcher import DaemonDidNotStart
 
 DEFAULT_MODEL = "smollm2"
 # An answer's cap: a quarter of the context, at most this many tokens.
 MAX_OUTPUT = 8192
+# The key an agent sends a daemon that takes any: some agents insist on one.
+ANY_KEY = "localserve"
+# The variable a keyed daemon's key reaches Codex in: its providers read keys from variables.
+KEY_ENV = "LOCALSERVE_API_KEY"
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,7 @@ class Setup:
 
     url: str  # the daemon's base URL, no trailing slash
     key: str  # what the agent sends as its API key
+    keyed: bool  # whether the daemon wants that key: an agent that sends none must be given it
     model: str
     context: int  # the context per slot the model loaded with
     output: int  # the answer cap the agent should ask for
@@ -78,6 +88,26 @@ def _claude_env(s: Setup) -> dict[str, str]:
     }
 
 
+def _codex_env(s: Setup) -> dict[str, str]:
+    return {KEY_ENV: s.key} if s.keyed else {"CODEX_OSS_BASE_URL": f"{s.url}/v1"}
+
+
+def _codex_args(s: Setup) -> list[str]:
+    limits = ["-c", f"model_context_window={s.context}"]
+    limits += ["-c", f"model_max_output_tokens={s.output}"]
+    if not s.keyed:
+        # Codex's own Ollama mode: it finds the model in /api/tags (and pulls it if missing).
+        return ["--oss", "--local-provider", "ollama", "-m", s.model, *limits]
+    # That mode's built-in provider sends no key, and no setting changes a built-in provider
+    # (Codex keeps its own where a configured one has the same name): a keyed daemon is a
+    # provider of its own, whose key Codex reads from KEY_ENV. Values are TOML, as -c reads them.
+    provider = {"name": "localserve", "base_url": f"{s.url}/v1", "env_key": KEY_ENV}
+    provider["wire_api"] = "responses"
+    settings = ['model_provider="localserve"']
+    settings += [f"model_providers.localserve.{k}={json.dumps(v)}" for k, v in provider.items()]
+    return [*(part for one in settings for part in ("-c", one)), "-m", s.model, *limits]
+
+
 def _opencode_env(s: Setup) -> dict[str, str]:
     provider = {
         "npm": "@ai-sdk/openai-compatible",
@@ -95,6 +125,8 @@ def _continue_file(s: Setup) -> dict[str, str]:
         "provider": "ollama",
         "model": s.model,
         "apiBase": s.url,
+        # Continue's Ollama provider sends it as a bearer token; the file is this user's alone.
+        "apiKey": s.key,
         "roles": ["chat", "edit", "apply"],
         "defaultCompletionOptions": {"contextLength": s.context, "maxTokens": s.output},
     }
@@ -135,18 +167,8 @@ AGENTS: dict[str, Agent] = {
         "codex",
         "npm install -g @openai/codex",
         9_000,
-        lambda s: {"CODEX_OSS_BASE_URL": f"{s.url}/v1"},
-        lambda s: [
-            "--oss",
-            "--local-provider",
-            "ollama",
-            "-m",
-            s.model,
-            "-c",
-            f"model_context_window={s.context}",
-            "-c",
-            f"model_max_output_tokens={s.output}",
-        ],
+        _codex_env,
+        _codex_args,
     ),
     "opencode": Agent("opencode", "npm install -g opencode-ai", 8_000, _opencode_env),
     "qwen": Agent(
@@ -224,11 +246,13 @@ def launch_command(args: argparse.Namespace) -> int:
         ensure_daemon(client, settings)
     except DaemonDidNotStart as exc:
         raise Failure(str(exc), UNREACHABLE) from exc
-    ensure_model(client, args.model, None)
-    setup = _setup(client, settings, args.model, agent, args.max_output)
+    loaded = ensure_model(client, args.model, None)
+    context = loaded_context(loaded, client.ps, args.model)
+    setup = _setup(settings, args.model, agent, context, args.max_output)
+    check_key(setup)
     setup.folder.mkdir(parents=True, exist_ok=True)
     for name, text in agent.files(setup).items():
-        (setup.folder / name).write_text(text + "\n", encoding="utf-8")
+        write_private(setup.folder / name, text + "\n")
     env = agent.env(setup)
     # The agent's own arguments first (a subcommand such as `codex exec` must lead), then ours.
     command = [agent.program, *args.agent_args, *agent.args(setup)]
@@ -245,11 +269,20 @@ def launch_command(args: argparse.Namespace) -> int:
     return OK  # not reached: the agent replaced this process
 
 
+def loaded_context(load: JSON, running: Callable[[], list[JSON]], model: str) -> int:
+    """The context a slot of `model` loaded with: the load's answer gives it, under the name of
+    the model an alias stands for (/api/ps lists that name, never the alias); /api/ps is asked
+    only where the answer lacks it."""
+    if isinstance(load.get("context_length"), int):
+        return int(load["context_length"])
+    names = {bare_name(str(load.get("name") or model)), bare_name(model)}
+    found = [m for m in running() if bare_name(str(m.get("name", ""))) in names]
+    return int(found[0].get("context_length") or 0) if found else 0
+
+
 def _setup(
-    client: Client, settings: config.Settings, model: str, agent: Agent, cap: int | None
+    settings: config.Settings, model: str, agent: Agent, context: int, cap: int | None
 ) -> Setup:
-    loaded = {bare_name(str(m.get("name", ""))): m for m in client.ps()}
-    context = int(loaded.get(bare_name(model), {}).get("context_length") or 0)
     if context < agent.first_prompt + 256:
         raise Failure(
             f"{agent.program}'s first prompt takes about {agent.first_prompt:,} tokens, but "
@@ -260,4 +293,34 @@ def _setup(
         )
     output = cap or max(256, min(MAX_OUTPUT, context // 4))
     folder = config.config_path().parent / "agents"
-    return Setup(settings.url, settings.api_key or "localserve", model, context, output, folder)
+    key = settings.api_key or None
+    return Setup(settings.url, key or ANY_KEY, key is not None, model, context, output, folder)
+
+
+def check_key(s: Setup) -> None:
+    """The key the agent will send opens the daemon: a daemon started with an --api-key this
+    CLI was not given would refuse every request of the agent's, after it started."""
+    url = urlsplit(s.url)
+    conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=30)
+    try:
+        conn.request("GET", "/api/ps", headers={"Authorization": f"Bearer {s.key}"})
+        status = conn.getresponse().status
+    except (OSError, http.client.HTTPException):
+        return  # it answered the load a moment ago: the agent will say what became of it
+    finally:
+        conn.close()
+    if status == 401:
+        raise Failure(
+            f"the daemon at {s.url} wants an API key that this command was not given: set "
+            "LOCALSERVE_API_KEY (or api_key in config.toml) to the daemon's key, and launch "
+            "hands it to the agent",
+            FAILED,
+        )
+
+
+def write_private(path: Path, text: str) -> None:
+    """A file only this user can read: an agent's configuration may hold the daemon's key."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    path.chmod(0o600)  # a file left by an earlier launch keeps its mode otherwise

@@ -101,8 +101,12 @@ def list_command(args: argparse.Namespace) -> int:
 
 
 def _size(model: dict[str, Any]) -> str:
-    """A local model's size; an upstream's model (docs/upstreams.md) takes none here."""
-    remote = (model.get("localserve") or {}).get("remote")
+    """A local model's size; an upstream's model (docs/upstreams.md) takes none here; a damaged
+    one says so, so that the user knows to pull, import or `rm` it again."""
+    ours = model.get("localserve") or {}
+    if ours.get("damaged"):
+        return "damaged"
+    remote = ours.get("remote")
     if remote:
         return f"remote: {remote.get('upstream', '?')}"
     return output.size(model.get("size"))

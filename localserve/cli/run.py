@@ -15,7 +15,7 @@ from localserve.cli.cutoff import Daemon
 from localserve.cli.output import FAILED, OK, UNREACHABLE, USAGE, spinner
 from localserve.cli.progress import show_pull
 from localserve.cli.wrap import answer_writer
-from localserve.client import ApiError, Client, DaemonUnreachable, StreamCutOff
+from localserve.client import JSON, ApiError, Client, DaemonUnreachable, StreamCutOff
 from localserve.ground import settings as config
 from localserve.launcher import DaemonDidNotStart, is_local, log_path, start, wait_healthy
 
@@ -115,8 +115,9 @@ def sampling_options(given: list[str]) -> dict[str, Any]:
     return options
 
 
-def ensure_model(client: Client, name: str, keep_alive: str | None) -> None:
-    """Pull the model if the daemon does not have it, then load it."""
+def ensure_model(client: Client, name: str, keep_alive: str | None) -> JSON:
+    """Pull the model if the daemon does not have it, then load it: the load's answer, which
+    describes the model loaded (the one an alias stands for, under its own name)."""
     try:
         client.show(name)
     except ApiError as exc:
@@ -125,7 +126,7 @@ def ensure_model(client: Client, name: str, keep_alive: str | None) -> None:
         if not exc.route_missing:  # a daemon without the store API: the load will tell
             pull(client, name)
     with spinner(f"Loading {name}"):
-        client.load(name, keep_alive)
+        return client.load(name, keep_alive)
 
 
 def pull(client: Client, name: str) -> None:

@@ -8,12 +8,14 @@ list at all, fails with the nearest names suggested.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from localserve.formats import chat_template, facts, format_named
+from localserve.formats import BadModelFile, chat_template, facts, format_named
 from localserve.ground.errors import BadRequest, ModelNotFound
 from localserve.ground.model import ModelRef
 from localserve.store.catalog import Catalog
@@ -24,11 +26,16 @@ from localserve.store.names import ModelName, parse_name
 from localserve.store.pull import Report, pull
 from localserve.store.resolve import EMBEDDED, embedded_path, resolve_path
 
+log = logging.getLogger(__name__)
+
 
 class Library:
     def __init__(self, root: Path | str | None = None, catalog: Catalog | None = None) -> None:
         self.store = ModelStore(root)
         self.catalog = catalog or Catalog.load()
+        # Each (model, problem) already logged: agents poll the listings every few seconds,
+        # and one moved file must not write a warning at every poll.
+        self._noted: set[tuple[str, str]] = set()
 
     # -- what is here ------------------------------------------------------------------------
 
@@ -121,13 +128,40 @@ class Library:
         found = {m.name: m for m in self.store.manifests_on_disk()}
         for short in EMBEDDED:
             name = parse_name(short)
-            if name not in found and (m := self._embedded(name)) is not None:
+            if name not in found and (m := self._readable(name, self._embedded)) is not None:
                 found[name] = m
         for ref in served:
             name = parse_name(ref.name)
-            if name not in found and (m := self._served(name, ref)) is not None:
+            if name not in found and (m := self._readable(name, partial(self._served, ref=ref))):
                 found[name] = m
         return sorted(found.values(), key=lambda m: str(m.name))
+
+    def _readable(
+        self, name: ModelName, read: Callable[[ModelName], Manifest | None]
+    ) -> Manifest | None:
+        """A manifest made from a file's own header (the embedded model, one served by path),
+        or None when that file went bad: one broken file leaves the rest of a listing."""
+        try:
+            return read(name)
+        except (BadModelFile, OSError) as exc:
+            self.note_damage(name.short, str(exc))
+            return None
+
+    def damage(self, manifest: Manifest) -> str | None:
+        """Why a listed model cannot load (a linked file moved or cut short, a blob lost), or
+        None. Only sizes are read, never a blob's bytes, so a listing stays cheap."""
+        try:
+            self.store.check_files(manifest)
+        except BadModelFile as exc:
+            self.note_damage(manifest.name.short, str(exc))
+            return str(exc)
+        return None
+
+    def note_damage(self, name: str, problem: str) -> None:
+        """Log a damaged model the first time a listing meets it with this problem."""
+        if (name, problem) not in self._noted:
+            self._noted.add((name, problem))
+            log.warning("listings leave out or mark model '%s' as damaged: %s", name, problem)
 
     def _served(self, name: ModelName, ref: ModelRef) -> Manifest | None:
         """A manifest for a model the daemon serves by path, while its file is there."""

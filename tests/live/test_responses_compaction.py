@@ -43,3 +43,36 @@ def test_a_compaction_item_without_its_content_is_a_400(daemon_url) -> None:
     body = {"model": MODEL, "input": [{"type": "compaction"}, {"role": "user", "content": "Hi"}]}
     status, _, answer = raw_request(f"{daemon_url}/v1/responses", "POST", json.dumps(body).encode())
     assert status == 400 and answer["error"]["param"] == "input"
+
+
+OLD_SUMMARY = {"type": "compaction", "encrypted_content": "Ada fixes parser.py; it drops lines."}
+SINCE = [
+    {"role": "user", "content": "Now the tests fail on empty files."},
+    {"role": "assistant", "content": "Which test fails?"},
+    {"role": "user", "content": "test_empty in test_parser.py."},
+]
+
+
+def test_a_re_compaction_keeps_one_summary_and_the_user_messages_since_the_last(
+    daemon_url,
+) -> None:
+    earlier = [*CONVERSATION, OLD_SUMMARY]
+    body = {"model": MODEL, "input": [*earlier, *SINCE], "max_output_tokens": 40}
+    status, answer = post_json(f"{daemon_url}/v1/responses/compact", body)
+    assert status == 200, answer
+    *kept, compaction = answer["output"]
+    assert [m["content"][0]["text"] for m in kept] == [
+        m["content"] for m in SINCE if m["role"] == "user"
+    ]
+    assert compaction["type"] == "compaction"
+
+
+def test_the_turns_before_the_newest_summary_are_not_summarized_again(daemon_url) -> None:
+    url = f"{daemon_url}/v1/responses/compact"
+    again = [*CONVERSATION, OLD_SUMMARY] * 3
+    with_past = {"model": MODEL, "input": [*again, *SINCE], "max_output_tokens": 1}
+    without = {"model": MODEL, "input": [OLD_SUMMARY, *SINCE], "max_output_tokens": 1}
+    assert (
+        post_json(url, with_past)[1]["usage"]["input_tokens"]
+        == post_json(url, without)[1]["usage"]["input_tokens"]
+    )

@@ -230,16 +230,18 @@ class _Nested(http.server.BaseHTTPRequestHandler):
 
 
 def _serving(
-    handler: type[http.server.BaseHTTPRequestHandler], tmp_path: Path
+    handler: type[http.server.BaseHTTPRequestHandler], tmp_path: Path, *args: str
 ) -> tuple[http.server.ThreadingHTTPServer, subprocess.Popen[bytes], str]:
-    """The handler as the upstream `deep` (model `m`), and a daemon configured with it."""
+    """The handler as the upstream `deep` (model `m`), and a daemon configured with it (and
+    `args`)."""
     upstream = http.server.ThreadingHTTPServer((HOST, 0), handler)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     config = tmp_path / "config.toml"
     add = [sys.executable, "-m", "localserve", "upstream", "add", "deep"]
     add += [f"http://{HOST}:{upstream.server_address[1]}/v1", "--models", "m"]
     subprocess.run(add, env={**os.environ, "LOCALSERVE_CONFIG": str(config)}, check=True)
-    proc, url = start_daemon(["--no-default-model"], env={"LOCALSERVE_CONFIG": str(config)})
+    env = {"LOCALSERVE_CONFIG": str(config)}
+    proc, url = start_daemon(["--no-default-model", *args], env=env)
     return upstream, proc, url
 
 
@@ -273,3 +275,29 @@ def test_an_upstream_listing_nested_too_deep_counts_as_its_failure_and_says_why(
     finally:
         stop_daemon(proc)
         nested.shutdown()
+
+
+class _TextCreated(_Nested):
+    """An upstream whose listing dates its model with text, and that counts its probes."""
+
+    listing = b'{"data": [{"id": "m", "created": "yesterday", "context_length": 4096}]}'
+    probes = 0
+
+    def do_GET(self) -> None:
+        type(self).probes += 1
+        super().do_GET()
+
+
+def test_a_listing_whose_created_is_text_is_read_and_the_probes_go_on(tmp_path: Path) -> None:
+    upstream, proc, url = _serving(_TextCreated, tmp_path, "--upstream-probe-interval", "0.2")
+    try:
+        deadline = time.monotonic() + 10
+        while _TextCreated.probes < 3:
+            assert time.monotonic() < deadline, "the probe loop stopped after the first listing"
+            time.sleep(0.1)
+        (entry,) = [m for m in get(f"{url}/v1/models")["data"] if m["id"] == "m"]
+        assert entry["context_length"] == 4096
+        assert get(f"{url}/health")["upstreams"][0]["failures"] == 0
+    finally:
+        stop_daemon(proc)
+        upstream.shutdown()

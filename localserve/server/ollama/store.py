@@ -71,6 +71,19 @@ def _details(manifest: Manifest) -> dict[str, Any]:
     }
 
 
+def _listed(library: Library, manifest: Manifest) -> tuple[Manifest, str, str | None]:
+    """A model with its digest (hashing a file in place takes a moment, once), or with why it
+    cannot load: a damaged file is never hashed, so no digest of half a file is kept."""
+    damage = library.damage(manifest)
+    if damage is not None:
+        return manifest, "", damage
+    try:
+        return manifest, library.digest(manifest), None
+    except OSError as exc:  # the file went between the check and the hash
+        library.note_damage(manifest.name.short, str(exc))
+        return manifest, "", str(exc)
+
+
 def _served(request: web.Request) -> list[ModelRef]:
     """The models this daemon serves by name, loaded or not (a `serve --model FILE` one too)."""
     manager = request.app.get(MANAGER)
@@ -81,8 +94,8 @@ async def tags(request: web.Request) -> web.Response:
     library = model_library(request)
     served = _served(request)
 
-    def listed() -> list[tuple[Manifest, str]]:  # hashing a file in place takes a moment, once
-        return [(m, library.digest(m)) for m in library.models(served)]
+    def listed() -> list[tuple[Manifest, str, str | None]]:
+        return [_listed(library, m) for m in library.models(served)]
 
     models = [
         {
@@ -92,8 +105,10 @@ async def tags(request: web.Request) -> web.Response:
             "size": m.size,
             "digest": digest.removeprefix("sha256:"),
             "details": _details(m),
+            # Listed, so that `localserve list` shows it and `rm` can remove it, but marked.
+            **({"localserve": {"damaged": damage}} if damage else {}),
         }
-        for m, digest in await _off_loop(listed)
+        for m, digest, damage in await _off_loop(listed)
     ]
     by_name = {canonical_name(str(m["name"])): m for m in models}
     for alias, model in aliases(request).items():  # listed as `ollama cp` would list a copy

@@ -12,6 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from localserve.engine.worker_client.resident import ResidentModel
+from localserve.formats import BadModelFile
 from localserve.ground.errors import BadRequest, EngineError, ModelNotFound
 from localserve.ground.sampling import SamplingParams
 from localserve.server.chat import fim
@@ -37,6 +38,7 @@ from localserve.server.upstream import forward as upstream
 from localserve.server.upstream import listing
 from localserve.server.upstream.registry import Route
 from localserve.server.wire import openai as wire
+from localserve.store.manifest import Manifest
 
 EFFORT = "reasoning_effort"
 
@@ -263,27 +265,50 @@ def model_entry(name: str, created: int, context: int) -> dict[str, Any]:
     }
 
 
-async def _created(request: web.Request) -> dict[str, int]:
+async def _created(request: web.Request) -> tuple[dict[str, int], set[str]]:
     """Every model a request may name, with when it was made: the library's (loaded or not)
-    and those served by path."""
+    and those served by path; and the stored ones whose files are damaged or gone."""
     manager = request.app[MANAGER]
     served = list(manager.known.values())
-    listed = model_library(request).models
-    stored = await asyncio.get_running_loop().run_in_executor(None, listed, served)
+    library = model_library(request)
+
+    def read() -> tuple[list[Manifest], set[str]]:
+        stored = library.models(served)
+        return stored, {m.name.short for m in stored if library.damage(m) is not None}
+
+    stored, damaged = await asyncio.get_running_loop().run_in_executor(None, read)
     created = {m.name.short: int(m.created_at) for m in stored}
     for m in manager.models:
         created.setdefault(m.name, int(m.loaded_at))
+        damaged.discard(m.name)  # loaded, it runs from memory whatever became of its file
     for alias, model in aliases(request).items():
         if model in created:
             created.setdefault(alias, created[model])
-    return created
+            if model in damaged:
+                damaged.add(alias)
+    return created, damaged
+
+
+async def _listed_context(request: web.Request, name: str) -> int | None:
+    """The model's context, or None where its file cannot be read: the header of one whose
+    sizes look whole may still be broken."""
+    try:
+        return await context_length(request, name)
+    except (EngineError, BadModelFile, OSError) as exc:
+        model_library(request).note_damage(name, str(exc))
+        return None
 
 
 async def list_models(request: web.Request) -> web.Response:
-    created = await _created(request)
-    listed = sorted(created.items())
-    contexts = await asyncio.gather(*(context_length(request, name) for name, _ in listed))
-    data = [model_entry(name, ts, ctx) for (name, ts), ctx in zip(listed, contexts)]
+    """A damaged model is left out (OpenAI's list has no field to mark it; /api/tags marks it)
+    rather than failing the list for every client."""
+    created, damaged = await _created(request)
+    listed = sorted((name, ts) for name, ts in created.items() if name not in damaged)
+    contexts = await asyncio.gather(*(_listed_context(request, name) for name, _ in listed))
+    data = [
+        model_entry(name, ts, ctx) for (name, ts), ctx in zip(listed, contexts) if ctx is not None
+    ]
+    # Every local name, the damaged too: a request for one still reaches it, not an upstream.
     data += [listing.openai_entry(r) for r in listing.routes(request, created)]
     first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
     return web.json_response(
@@ -293,7 +318,7 @@ async def list_models(request: web.Request) -> web.Response:
 
 async def get_model(request: web.Request) -> web.Response:
     name = request.match_info["model"]
-    created = await _created(request)
+    created, _ = await _created(request)
     found = created.get(name, created.get(name.removesuffix(":latest")))
     if found is None:
         remote = [r for r in listing.routes(request, created) if r.name == name]

@@ -7,6 +7,10 @@ conversation's user messages, as they were, then one `compaction` item holding t
 The client sends those items in place of the turns they replace, and request.py puts the
 summary back into the prompt as a message. The summary is plain text here: no local model can
 read OpenAI's ciphertext, and there is nothing to hide from the user who runs the server.
+
+A conversation compacted before starts at its newest summary: that summary holds every turn
+before it (earlier summaries included), so those turns are neither summarized again nor kept,
+and a conversation compacted many times carries one summary, not one for each time.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ SUMMARY_TOKENS = 2048
 
 async def compact(request: web.Request, target: Route | None) -> web.Response:
     body = await read_json(request)
+    items, summary_at = since_newest_summary(body.get("input"))
+    body = {**body, "input": items}
     req = read_request(body, COMPACT)
     ask = req.ask
     messages = list(ask.messages)
@@ -53,7 +59,8 @@ async def compact(request: web.Request, target: Route | None) -> web.Response:
     async with run_turn(request, ask, target, upstream_request) as turn:
         summary = "".join([piece.content async for piece in turn.pieces() if piece is not None])
         usage = usage_of(turn)
-    kept = [_user_item(m["content"]) for m in req.input if m["role"] == "user"]
+    # The newest summary gives way to the new one; the user messages after it are kept.
+    kept = [_user_item(m["content"]) for m in req.input[summary_at + 1 :] if m["role"] == "user"]
     compaction = {
         "type": "compaction",
         "id": f"cmp_{uuid.uuid4().hex}",
@@ -68,6 +75,32 @@ async def compact(request: web.Request, target: Route | None) -> web.Response:
             "usage": usage,
         }
     )
+
+
+def since_newest_summary(items: Any) -> tuple[Any, int]:
+    """The input from its newest `compaction` item on, with the instructions before it (system
+    and developer messages, which no summary replaces); and where that summary is among them,
+    or -1 when there is none (the input as sent, which read_request then checks)."""
+    if not isinstance(items, list):
+        return items, -1
+    newest = max((i for i, item in enumerate(items) if _kind(item) == "compaction"), default=-1)
+    if newest < 0:
+        return items, -1
+    instructions = [
+        item
+        for item in items[:newest]
+        if _kind(item) == "message" and item.get("role") in ("system", "developer")
+    ]
+    # Each instruction is one message of the request, and so is the summary: it follows them.
+    return [*instructions, *items[newest:]], len(instructions)
+
+
+def _kind(item: Any) -> str | None:
+    """An input item's type as request.py reads it: a message may leave its `type` out."""
+    if not isinstance(item, dict):
+        return None
+    kind = item.get("type") or ("message" if "role" in item else None)
+    return kind if isinstance(kind, str) else None
 
 
 def _user_item(text: str) -> dict[str, Any]:

@@ -29,30 +29,14 @@ from localserve.ground.settings import Settings
 from localserve.ground.upstreams import UpstreamConfig
 from localserve.server.http import bounded_json
 from localserve.server.upstream.breaker import CLOSED, OPEN, Breaker
+from localserve.server.upstream.remote_models import (
+    LISTING_LIMIT,
+    ListingTooLarge,
+    RemoteModel,
+    read_listing,
+)
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class RemoteModel:
-    id: str  # the upstream's own name for it, sent in `model`
-    context_length: int | None = None
-    created: int = 0
-
-
-def _context_length(entry: dict[str, Any]) -> int | None:
-    """Where each server reports a model's context: vLLM and SGLang `max_model_len`, others
-    `context_length` or `context_window`, llama.cpp's server `meta.n_ctx_train`."""
-    meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
-    for value in (
-        entry.get("max_model_len"),
-        entry.get("context_length"),
-        entry.get("context_window"),
-        meta.get("n_ctx_train") if meta else None,
-    ):
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
 
 
 @dataclass
@@ -201,21 +185,15 @@ class Registry:
                         why += f" (check the key in ${up.config.key_env or 'its key_env'})"
                     up.failed(why)
                     return
-                body = bounded_json.loads(await r.read())
+                body = bounded_json.loads(await _capped(r))
+        except ListingTooLarge as exc:
+            up.failed(str(exc))
+            return
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             up.failed(describe(exc))
             return
-        data = body.get("data") if isinstance(body, dict) else None
-        entries = [e for e in data or [] if isinstance(e, dict) and isinstance(e.get("id"), str)]
-        now = int(time.time())
-        # A server that gives no `created` (llama.cpp's): when this daemon first saw the model.
         seen = {m.id: m.created for m in up.listed.values()}
-        up.listed = {
-            e["id"]: RemoteModel(
-                e["id"], _context_length(e), int(e.get("created") or seen.get(e["id"]) or now)
-            )
-            for e in entries
-        }
+        up.listed = read_listing(body, seen, int(time.time()))
         up.probed_at = time.time()
         if up.breaker.state != CLOSED:
             log.info("upstream %s is up again", up.name)
@@ -227,14 +205,25 @@ class Registry:
             await asyncio.sleep(max(0.1, self.settings.upstream_probe_interval))
             # An open breaker waits out its interval: then the probe (or a request) is its trial.
             due = [u for u in self.upstreams if u.breaker.state != OPEN or not u.breaker.retry_in()]
-            await asyncio.gather(*(self.probe(u) for u in due))
+            await asyncio.gather(*(self._probe_safely(u) for u in due))
+
+    async def _probe_safely(self, up: Upstream) -> None:
+        """A probe whose every fault is that upstream's failed probe: one loop probes every
+        upstream, and a fault that escaped it would end the probes of all of them."""
+        try:
+            await self.probe(up)
+        except Exception as exc:
+            log.exception("upstream %s: the probe failed", up.name)
+            up.failed(f"the probe failed: {describe(exc)}")
 
     async def start(self, app: web.Application) -> None:
         if not self.upstreams:
             return
         # No proxies from the environment: an upstream is reached where its URL says.
         self.session = aiohttp.ClientSession(trust_env=False)
-        first = asyncio.ensure_future(asyncio.gather(*(self.probe(u) for u in self.upstreams)))
+        first = asyncio.ensure_future(
+            asyncio.gather(*(self._probe_safely(u) for u in self.upstreams))
+        )
         self._probe = asyncio.create_task(self._probe_loop(first))
         # The first listings (an editor's model picker at start) hold the upstreams' models:
         # the daemon listens once the first probes answered, or after the connect timeout.
@@ -247,6 +236,19 @@ class Registry:
                 await self._probe
         if self.session is not None:
             await self.session.close()
+
+
+async def _capped(r: aiohttp.ClientResponse) -> bytes:
+    """The answer's body, read no further than LISTING_LIMIT: a larger one is refused by its
+    Content-Length before a byte is read, or once the bytes that came pass the limit."""
+    if r.content_length is not None and r.content_length > LISTING_LIMIT:
+        raise ListingTooLarge(r.content_length)
+    body = bytearray()
+    async for chunk in r.content.iter_chunked(64 << 10):
+        body += chunk
+        if len(body) > LISTING_LIMIT:
+            raise ListingTooLarge()
+    return bytes(body)
 
 
 def _match(up: Upstream, name: str) -> RemoteModel | None:
