@@ -1,8 +1,8 @@
 """The work one request may ask for is bounded (issue #57): messages and their parts, embedding
 inputs, tools and the size of each, an answer format's size, stop strings and `n`. Each bound is
 refused before any model work, a 400 (413 for a size) in the face's own error format, naming
-the setting where it is one (server/http/bounds.py) or the field (validation.py's stop strings,
-wire/openai.py's `n`).
+the setting where it is one (server/http/bounds.py) or the field (server/http/validation.py's
+stop strings, server/wire/openai.py's `n`).
 
 The app runs in this process with no model behind it, as in test_no_input_reaches_a_500.py:
 a request that got past its bound would reach the fake model and fail with a 500.
