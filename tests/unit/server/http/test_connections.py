@@ -79,3 +79,29 @@ def test_ipv6_clients_of_one_slash_64_count_as_one_address() -> None:
 
 def test_a_scoped_link_local_address_is_grouped_too() -> None:
     assert client_group(("fe80::1%lo", 50000, 0, 0)) == "fe80::/64"
+
+
+# -- which connection gives way (#57: the order is pinned) -------------------------------------
+
+
+class Body:
+    """A request body still arriving (aiohttp's stream, as the table reads it)."""
+
+    def is_eof(self) -> bool:
+        return False
+
+
+def test_a_stalled_body_gives_way_before_an_older_waiting_keep_alive_connection() -> None:
+    async def run() -> tuple[bool, bool]:
+        table = Connections(Settings(max_connections=2))
+        waiting, stalled = Socket("127.0.0.1"), Socket("127.0.0.1")
+        first, second = table.open(waiting), table.open(stalled)  # type: ignore[arg-type]
+        assert first is not None and second is not None
+        table.started(first)
+        table.finished(first)  # waiting for its next request, the older of the two
+        table.started(second, Body())
+        second.body_from -= 10.0  # 10 s into a body of no bytes: far below MIN_BODY_RATE
+        table.open(Socket("127.0.0.1"))  # type: ignore[arg-type]
+        return waiting.closed, stalled.closed
+
+    assert asyncio.run(run()) == (False, True)
