@@ -5,6 +5,9 @@ before, naming the keyword."""
 
 from __future__ import annotations
 
+import json
+
+import jsonschema
 import openai
 import pytest
 
@@ -19,10 +22,22 @@ def test_a_tool_with_a_keyword_the_grammar_lacks_is_answered_and_the_keyword_nam
 ) -> None:
     tool = {"type": "function", "function": {"name": "tag", "parameters": NAMES_BY_PATTERN}}
     raw = client.chat.completions.with_raw_response.create(
-        model=MODEL, messages=ASK, tools=[tool], tool_choice="required", max_tokens=40
+        model=MODEL,
+        messages=ASK,
+        tools=[tool],
+        tool_choice="required",
+        max_tokens=200,
+        temperature=0,
     )
     assert raw.http_response.status_code == 200
     assert "propertyNames" in raw.headers["X-Localserve-Unenforced"]
+    # The rest of the schema is enforced (#57): labels an object of strings, and nothing else.
+    calls = raw.parse().choices[0].message.tool_calls
+    rest = {**NAMES_BY_PATTERN, "additionalProperties": False}
+    rest["properties"] = {"labels": {"type": "object", "additionalProperties": {"type": "string"}}}
+    assert calls
+    for call in calls:
+        jsonschema.validate(json.loads(call.function.arguments), rest)
 
 
 def test_a_response_schema_that_cannot_compile_runs_unconstrained_and_says_so(
