@@ -206,28 +206,31 @@ def with_tools_listed(
 ) -> list[dict[str, Any]]:
     """The tools, listed in the system message, for a template that writes calls but leaves
     listing the tools to the caller (DeepSeek V3.1's), with a call in its own syntax."""
-    listing = "\n".join(
-        json.dumps(f.as_tool()["function"], ensure_ascii=False) for f in tools.offered
-    )
     example = fmt.first + "<name>" + fmt.name_close
     example += '{"<argument>": <value>}' if fmt.args == "json" else ""
     example += fmt.call_close + fmt.close
     for slot in SLOTS:
         example = example.replace(slot, "0")
     prompt = (
-        f"You can call tools. Each is listed with a JSON Schema of its arguments:\n{listing}\n"
-        f"To call one, write:\n{example}\n{_RULES[tools.choice].format(name=tools.named)}"
+        "You can call tools. Each is listed with a JSON Schema of its arguments:\n"
+        f"{_listing(tools)}\nTo call one, write:\n{example}\n{_rule(tools)}"
     )
     return _with_system(messages, prompt)
 
 
 def with_generic_prompt(messages: list[dict[str, Any]], tools: ToolRequest) -> list[dict[str, Any]]:
     """GENERIC_PROMPT, added to the system message (or as one) for a template without tools."""
-    listing = "\n".join(
-        json.dumps(f.as_tool()["function"], ensure_ascii=False) for f in tools.offered
-    )
-    rule = _RULES[tools.choice].format(name=tools.named)
-    return _with_system(messages, GENERIC_PROMPT.format(tools=listing, rule=rule))
+    prompt = GENERIC_PROMPT.format(tools=_listing(tools), rule=_rule(tools))
+    return _with_system(messages, prompt)
+
+
+def _listing(tools: ToolRequest) -> str:
+    """The offered functions, one JSON object a line."""
+    return "\n".join(json.dumps(f.as_tool()["function"], ensure_ascii=False) for f in tools.offered)
+
+
+def _rule(tools: ToolRequest) -> str:
+    return _RULES[tools.choice].format(name=tools.named)
 
 
 def _with_system(messages: list[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
