@@ -161,6 +161,17 @@ def _unwritten(schema: Any) -> list[str]:
     return sorted(k for k in schema if k not in _TEXT_KEYWORDS)
 
 
+def text_params(functions: list[tuple[str, dict[str, Any]]]) -> dict[str, set[str]]:
+    """Each function's parameters that its calls write as text, as the grammar writes them
+    (for the parser, which reads such a value as it stands and any other as JSON)."""
+    found: dict[str, set[str]] = {}
+    for name, schema in functions:
+        properties = schema.get("properties")
+        items = properties.items() if isinstance(properties, dict) else ()
+        found[name] = {key for key, value in items if is_text(value)}
+    return found
+
+
 def is_text(schema: Any) -> bool:
     """A parameter written as plain text: one whose schema says it is a string."""
     return isinstance(schema, dict) and schema.get("type") == "string"

@@ -29,7 +29,7 @@ class ChatPlan:
     thinking_open: bool = False  # the rendered prompt ends in an open reasoning block
     lead: str = ""  # what an answer that calls at once writes first (call_formats.py)
 
-    # Read off the template once a source (formats/call_syntax.py): the model's own syntax.
+    # Read off the template once per source (formats/call_syntax.py): the model's own syntax.
     @cached_property
     def format(self) -> CallFormat:
         return syntax_of(self.model.info.chat_template)[0]
@@ -90,19 +90,12 @@ class ChatPlan:
 
     def parser(self) -> AnswerParser:
         tools = self.tools
-        text_params = {
-            f.name: {
-                k
-                for k, v in (f.parameters.get("properties") or {}).items()
-                if call_grammar.is_text(v)
-            }
-            for f in (tools.offered if tools is not None else ())
-        }
+        offered = [(f.name, f.parameters) for f in tools.offered] if tools is not None else []
         return AnswerParser(
             self.format if tools is not None else None,
             self.reasoning,
             self.thinking_open,
-            text_params,
+            call_grammar.text_params(offered),
         )
 
 

@@ -126,3 +126,10 @@ def test_a_text_parameters_length_is_enforced(tokenizer, story, taken) -> None:
         "</function>\n</tool_call>"
     )
     assert accepts(tokenizer, grammar, text) is taken
+
+
+def test_a_tool_whose_properties_are_no_object_has_no_text_parameters() -> None:
+    # Read for every answer's parser, on any template: such a schema once raised there.
+    assert call_grammar.text_params([("odd", {"type": "object", "properties": [1]})]) == {
+        "odd": set()
+    }
