@@ -184,6 +184,12 @@ class Settings:
         "seconds a request for a swapped-out model may be passed over before "
         "the models in its way stop taking new requests",
     )
+    reload_interval: float = setting(
+        10.0,
+        SECONDS,
+        "seconds after a model reloads for a request's options (num_ctx, num_gpu) before "
+        "another may reload it; meanwhile requests run as it is loaded, and say so",
+    )
     batch_delay_ms: float = setting(
         10.0, NUMBER, "ONNX models: milliseconds a new batch waits for more requests to join"
     )
@@ -246,9 +252,15 @@ class Settings:
     max_embedding_inputs: int = setting(
         2048, WHOLE, "inputs one embeddings request sends (OpenAI's own cap)"
     )
+    max_embedding_tokens: int = setting(
+        300_000, WHOLE, "tokens of all inputs of one embeddings request (OpenAI's own cap)"
+    )
     max_tools: int = setting(512, WHOLE, "tools one request offers")
     max_schema_bytes: int = setting(
         64 << 10, SIZE, "largest tool (its name, description and JSON Schema), or answer format"
+    )
+    compile_timeout: float = setting(
+        5.0, SECONDS, "seconds a request's tools or answer format may take to compile (0: none)"
     )
     # Connections (server/http/connections.py): an idle one gives way to a new one.
     max_connections: int = setting(

@@ -10,7 +10,10 @@ from pathlib import Path
 
 from aiohttp import web
 
+from localserve.engine.residency.devices import find_devices
 from localserve.engine.residency.manager import ModelManager
+from localserve.engine.residency.pools import device_pools, summary
+from localserve.engine.worker_client.supervisor import WorkerLoader
 from localserve.ground import upstreams
 from localserve.ground.errors import EngineError
 from localserve.ground.settings import Settings, config_path
@@ -20,6 +23,7 @@ from localserve.server.batches import routes as batches
 from localserve.server.http.connections import CONNECTIONS
 from localserve.server.http.front import listen
 from localserve.server.http.guard import is_loopback, operator_token
+from localserve.store.library import Library
 from localserve.store.names import BadName, parse_name
 
 log = logging.getLogger(__name__)
@@ -44,7 +48,7 @@ async def serve(settings: Settings, models: list[str]) -> str:
             parse_name(alias)
         except BadName as exc:
             raise SystemExit(f"localserve: --alias {alias}: {exc}") from exc
-    manager = ModelManager.for_settings(settings)
+    manager = daemon_manager(settings)
     app = build_app(manager, remote)
     for up in remote:
         served = ", ".join(up.models) if up.models is not None else "all it lists"
@@ -108,6 +112,15 @@ async def serve(settings: Settings, models: list[str]) -> str:
         await runner.cleanup()
         manager.close()
     return reason
+
+
+def daemon_manager(settings: Settings) -> ModelManager:
+    """The daemon's manager (made on its event loop): the store's library, and models run in
+    one engine worker process per device."""
+    pools = device_pools(find_devices(), settings.memory_budget)
+    log.info("memory pools: %s", summary(pools))
+    loader = WorkerLoader(settings, tuple(p.device for p in pools))
+    return ModelManager(settings, loader, Library(settings.models_dir), pools)
 
 
 def _stem(name_or_path: str) -> str:

@@ -8,6 +8,10 @@ in their wire shapes and in two rules:
   raw pooled vector, as Ollama does;
 - an input longer than the context: /api/embed truncates it by default (`truncate: true`, as
   Ollama), OpenAI refuses it with a 400 naming `input`.
+
+All three refuse a request whose inputs are more tokens together than `max_embedding_tokens`
+(OpenAI's own 300,000 by default) with a 400 naming it, counted on the tokens as they would be
+embedded, once they are tokenized and before any is embedded (server/http/bounds.py).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from aiohttp import web
 from localserve.engine.worker_client.resident import ResidentModel
 from localserve.ground.errors import BadRequest, ContextOverflow
 from localserve.ground.pin import AUTO
-from localserve.server.http import request_log
+from localserve.server.http import bounds, request_log
 from localserve.server.http import validation as v
 from localserve.server.http.priority import is_background
 from localserve.server.http.readers import read_json
@@ -130,12 +134,13 @@ async def ollama_embed(request: web.Request, target: Route | None) -> web.Stream
     name, texts, dimensions = got["model"], got["input"], got["dimensions"]
     num_ctx = got["options"]["num_ctx"]
     pin = await context_pin(request, name, AUTO, num_ctx)
-    async with request.app[MANAGER].acquire(name, got["keep_alive"], pin) as model:
+    async with request_log.held(request, name, got["keep_alive"], pin) as model:
         load_s = time.monotonic() - started
         ctx, cut = window(num_ctx, model.info.n_ctx_slot)
         if cut is not None:
             request_log.notice(request, CONTEXT_HEADER, cut)
         tokens = _fit(await model.encode_texts(texts), ctx, got["truncate"]) if texts else []
+        bounds.embedding_tokens(tokens, request.app[MANAGER].settings)
         vectors = await model.embed(tokens, is_background(request)) if tokens else []
     return web.json_response(
         {
@@ -156,6 +161,7 @@ async def ollama_embeddings(request: web.Request) -> web.Response:
         if not prompt:
             return web.json_response({"embedding": []})
         tokens = _fit(await model.encode_texts([prompt], "prompt"), model.info.n_ctx_slot, True)
+        bounds.embedding_tokens(tokens, request.app[MANAGER].settings)
         (vector,) = await model.embed(tokens, is_background(request))
     return web.json_response({"embedding": vector.tolist()})
 
@@ -200,6 +206,7 @@ async def openai_embeddings(request: web.Request, target: Route | None) -> web.S
     name, encoding, dimensions = got["model"], got["encoding_format"], got["dimensions"]
     async with request.app[MANAGER].acquire(name) as model:
         tokens = _fit(await _openai_inputs(model, body.get("input")), model.info.n_ctx_slot, False)
+        bounds.embedding_tokens(tokens, request.app[MANAGER].settings)
         vectors = await model.embed(tokens, is_background(request))
     data = [
         {

@@ -7,10 +7,12 @@ import json
 import socket
 import time
 
+import anthropic
 import pytest
 
 from tests.support.daemons import post_json, raw_request
 from tests.support.helpers import MODEL
+from tests.support.live import CLIENT_TIMEOUT_S
 
 ASK = [{"role": "user", "content": "What is the capital of France?"}]
 
@@ -51,6 +53,14 @@ def test_a_small_endpoint_takes_a_small_body_only(small) -> None:
     body = json.dumps({"model": "x" * (2 << 20)}).encode()
     status, _, answer = raw_request(f"{small}/api/show", "POST", body)
     assert status == 413 and "error" in answer
+
+
+def test_an_agents_conversation_past_a_mebibyte_is_taken_by_the_messages_face(daemon_url) -> None:
+    # Claude Code's long sessions pass 1 MiB: the agents' faces take max_body, as chat does.
+    client = anthropic.Anthropic(base_url=daemon_url, api_key="x", timeout=CLIENT_TIMEOUT_S)
+    long = [{"role": "user", "content": "word " * 300_000}]
+    counted = client.messages.count_tokens(model=MODEL, messages=long)
+    assert counted.input_tokens > 250_000
 
 
 @pytest.mark.parametrize("depth", [65, 100_000])

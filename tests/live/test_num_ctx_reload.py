@@ -24,7 +24,9 @@ CONTEXT_HEADER = "X-Localserve-Context"
 
 @pytest.fixture
 def roomy() -> Iterator[str]:
-    with running_daemon(["--model", "smollm2", "--memory-budget", "1800MiB"]) as (_, url):
+    # A reload waits max_pass_over for running requests (10 s): room for a loaded machine's.
+    args = ["--model", "smollm2", "--memory-budget", "1800MiB", "--max-pass-over", "120"]
+    with running_daemon(args) as (_, url):
         yield url
 
 

@@ -27,6 +27,12 @@ if TYPE_CHECKING:
 FIT_SHARE = 2
 
 
+class ModelLibrary(Protocol):
+    """What the manager asks of the store: the file a name stands for."""
+
+    def resolve(self, name: str, allow_path: bool = False) -> ModelRef: ...
+
+
 class Loader(Protocol):
     """Where models run. Every call but `on_lost` blocks: the manager makes them on a worker
     thread."""

@@ -5,7 +5,8 @@ ask (single flight), after its estimate is reserved in the device's pool. When i
 idle models are evicted least recently used first; busy and pinned ones never are. A request
 that waits for busy models to drain is bounded twice: after `max_pass_over_s` the models in its
 way stop admitting new requests (so a swap cannot be starved by steady traffic to the resident
-model), and after `load_timeout_s` it gives up with ModelBusy.
+model), and after `load_timeout_s` it gives up with ModelBusy. A request's options reload a
+model placed otherwise, within reloads.py's bounds.
 """
 
 from __future__ import annotations
@@ -15,32 +16,28 @@ import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Protocol
 
 from localserve.engine.residency import eviction
-from localserve.engine.residency.devices import find_devices
-from localserve.engine.residency.loader import Loader, sized
-from localserve.engine.residency.per_model import aliased, output_cap, with_draft
-from localserve.engine.residency.placement import answers, as_it_takes_effect, place
-from localserve.engine.residency.pools import MemoryPool, device_pools, summary
+from localserve.engine.residency.loader import Loader, ModelLibrary, sized
+from localserve.engine.residency.per_model import aliased, check_name, output_cap, with_draft
+from localserve.engine.residency.placement import (
+    answers,
+    as_it_takes_effect,
+    check_budgets,
+    place,
+)
+from localserve.engine.residency.pools import MemoryPool
+from localserve.engine.residency.reloads import Reloads, deferred
 from localserve.engine.residency.tally import ResidencyTally
 from localserve.engine.worker_client.placement import Placement
 from localserve.engine.worker_client.resident import ResidentModel
-from localserve.ground.errors import BadRequest, DoesNotFit
 from localserve.ground.model import ModelRef
 from localserve.ground.pin import AUTO, Pin
 from localserve.ground.settings import Settings
 from localserve.ground.units import UNSET, KeepAlive, format_size
-from localserve.store.library import Library
 from localserve.store.resolve import canonical_name
 
 log = logging.getLogger(__name__)
-
-
-class ModelLibrary(Protocol):
-    """What the manager asks of the store: the file a name stands for."""
-
-    def resolve(self, name: str, allow_path: bool = False) -> ModelRef: ...
 
 
 class ModelManager:
@@ -69,18 +66,8 @@ class ModelManager:
         self._in_line: list[str] = []
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._changed = asyncio.Event()
+        self.reloads = Reloads(settings.reload_interval)
         loader.on_lost(self._lost)
-
-    @classmethod
-    def for_settings(cls, settings: Settings) -> ModelManager:
-        """The daemon's manager (call on its event loop): the store's library, and models run
-        in one engine worker process per device."""
-        from localserve.engine.worker_client.supervisor import WorkerLoader
-
-        pools = device_pools(find_devices(), settings.memory_budget)
-        log.info("memory pools: %s", summary(pools))
-        loader = WorkerLoader(settings, tuple(p.device for p in pools))
-        return cls(settings, loader, Library(settings.models_dir), pools)
 
     @property
     def models(self) -> list[ResidentModel]:
@@ -117,23 +104,31 @@ class ModelManager:
 
     async def ensure(self, name: str, allow_path: bool = False, pin: Pin = AUTO) -> ResidentModel:
         """The model, resident: loaded now if it must be, by one load however many ask. Only
-        the operator (`serve --model`; the admin load from the CLI, or with the admin
-        key: server/admin/api.py) may name a file path; a client of the OpenAI or Ollama face
-        names a model, and a name never holds a separator. A model resident with another
-        placement than `pin` asks for is reloaded, as Ollama reloads a model for a request
-        with another num_gpu: it stops taking requests, drains, and goes."""
+        the operator may name a file path (per_model.py's check_name). A model resident with
+        another placement than `pin` asks for is reloaded, as Ollama reloads a model for
+        another num_gpu: it stops taking requests, drains, and goes (within reloads.py's
+        bounds)."""
         name = aliased(self.settings, name)
         pin = as_it_takes_effect(pin, list(self.pools.values()))
         ref = self.known.get(canonical_name(name)) or await self._resolve(name, allow_path)
         self.known[ref.name] = ref
-        started = time.monotonic()
+        started = drain_from = time.monotonic()
         reloading: ResidentModel | None = None
         try:
             while True:
                 model = self._resident.get(ref.name)
                 if model is not None and not answers(model.placement, pin):
-                    reloading = model
-                    model.draining = True  # new requests wait for the copy placed anew
+                    if model is not reloading:  # reloads.py: at most one an interval
+                        if not self.reloads.allowed(ref.name) and not model.draining:
+                            return model  # runs as loaded: the face says so (deferred)
+                        if model.draining:  # for another's reload or swap: wait our turn
+                            await self._wait_for_change(started, ref.name)
+                            continue
+                        reloading, drain_from = model, time.monotonic()
+                        pin = self.reloads.begin(ref.name, pin, model.placement)
+                        model.draining = True  # new requests wait for the copy placed anew
+                    elif time.monotonic() - drain_from > self.settings.max_pass_over:
+                        return model  # its requests run on: give up the reload (finally)
                     if model.idle and not model.in_flight:
                         self._start_unload(model)
                     await self._wait_for_change(started, ref.name, 0.05)
@@ -146,14 +141,17 @@ class ModelManager:
                 if ref.name in self._unloading:  # a reload waits for the old copy's memory
                     await self._wait_for_change(started, ref.name, 0.05)
                     continue
-                model = await self._await_load(ref, started, pin)
+                model = await self._await_load(ref, started, self.reloads.load_pin(ref.name, pin))
                 if self._resident.get(ref.name) is not model:
                     continue  # gone before this request could take it (its worker died)
-                if answers(model.placement, pin):  # not so when another's load was under way
-                    return model
+                if answers(model.placement, pin) or reloading or not self.reloads.allowed(ref.name):
+                    return model  # not answering: deferred (reloads.py), or not to be had
         finally:
-            if reloading is not None and self._resident.get(ref.name) is reloading:
-                reloading.draining = False  # gave up before it went: it serves on as it is
+            if reloading is not None:
+                self.reloads.end(ref.name)
+                if self._resident.get(ref.name) is reloading:
+                    reloading.draining = False  # gave up before it went: serves on as it is
+                    self._notify()
 
     async def _await_load(self, ref: ModelRef, started: float, pin: Pin) -> ResidentModel:
         task = self._loading.get(ref.name) or self._start_load(ref, started, pin)
@@ -165,15 +163,18 @@ class ModelManager:
             self._waiters[ref.name] -= 1
 
     async def _resolve(self, name: str, allow_path: bool) -> ModelRef:
-        if not allow_path and ("/" in name or "\\" in name):
-            raise BadRequest(
-                f"'{name}' is not a model name: names hold no '/'; to serve a file, start the "
-                "daemon with `localserve serve --model PATH` or import it into the store",
-                "model",
-            )
+        check_name(name, allow_path)
         # Resolving may read manifests and lay out an ONNX folder: keep it off the event loop.
         loop, find = asyncio.get_running_loop(), self.library.resolve
         return await loop.run_in_executor(None, with_draft, find, self.settings, name, allow_path)
+
+    def deferred(self, model: ResidentModel, pin: Pin) -> str | None:
+        """Where `model`, held for a request that pinned `pin`, runs as it is loaded, not as
+        asked (reloads.py): what the face's `X-Localserve-Reload` header says; else None."""
+        pin = as_it_takes_effect(pin, list(self.pools.values()))
+        if answers(model.placement, pin):
+            return None
+        return deferred(model.placement, pin, self.settings.reload_interval)
 
     def _start_load(self, ref: ModelRef, started: float, pin: Pin) -> asyncio.Task[ResidentModel]:
         task = asyncio.get_running_loop().create_task(self._load_task(ref, started, pin))
@@ -198,13 +199,7 @@ class ModelManager:
         pin = pin.or_layers(self.settings.gpu_layers)
         residents, waiters = self._resident.values(), self._waiters
         placement = place(estimate, pools, lambda p: eviction.room(p, residents, waiters), pin)
-        for device, need in placement.need.items():
-            budget = self.pools[device].budget
-            if need.total > budget:
-                raise DoesNotFit(
-                    f"model '{ref.name}' needs {format_size(need.total)} but the {device} "
-                    f"memory budget is {format_size(budget)}"
-                )
+        check_budgets(ref.name, placement, self.pools)
         await self._make_room(ref.name, placement, started)
         for device, need in placement.need.items():
             self.pools[device].reserve(ref.name, need.total)

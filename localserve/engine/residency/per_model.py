@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from localserve.ground.errors import EngineError, LoadFailed
+from localserve.ground.errors import BadRequest, EngineError, LoadFailed
 from localserve.ground.model import ModelRef
 from localserve.ground.setting_kinds import for_model
 from localserve.ground.settings import Settings
@@ -21,6 +21,17 @@ def aliased(settings: Settings, name: str) -> str:
 def output_cap(settings: Settings, model: str) -> int | None:
     """The cap `max_tokens` gives the answers of `model` (by its name), or None."""
     return for_model(settings.max_tokens, model)
+
+
+def check_name(name: str, allow_path: bool) -> None:
+    """BadRequest for a client's name that is a path: only the operator (`serve --model`, the
+    admin load) may name a file; a name never holds a separator."""
+    if not allow_path and ("/" in name or "\\" in name):
+        raise BadRequest(
+            f"'{name}' is not a model name: names hold no '/'; to serve a file, start the "
+            "daemon with `localserve serve --model PATH` or import it into the store",
+            "model",
+        )
 
 
 def with_draft(

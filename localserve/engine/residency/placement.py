@@ -15,14 +15,15 @@ Busy and pinned models are never in a room: their memory is not to be had.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from localserve.engine.residency.pools import MemoryPool
 from localserve.engine.worker_client.placement import Placement
 from localserve.formats.offload import LayeredEstimate
-from localserve.ground.errors import BadRequest
+from localserve.ground.errors import BadRequest, DoesNotFit
 from localserve.ground.pin import AUTO, CPU, Pin
+from localserve.ground.units import format_size
 
 
 def check_device(pin: Pin, pools: Sequence[MemoryPool]) -> None:
@@ -32,6 +33,17 @@ def check_device(pin: Pin, pools: Sequence[MemoryPool]) -> None:
         raise BadRequest(
             f"there is no device '{pin.device}' here; the devices are {have}", "device"
         )
+
+
+def check_budgets(name: str, placement: Placement, pools: Mapping[str, MemoryPool]) -> None:
+    """DoesNotFit where a device's share of `placement` is more than its whole budget."""
+    for device, need in placement.need.items():
+        budget = pools[device].budget
+        if need.total > budget:
+            raise DoesNotFit(
+                f"model '{name}' needs {format_size(need.total)} but the {device} "
+                f"memory budget is {format_size(budget)}"
+            )
 
 
 def as_it_takes_effect(pin: Pin, pools: Sequence[MemoryPool]) -> Pin:

@@ -5,6 +5,7 @@ is rendered, which grammar constrains the answer and how the answer is split
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -49,7 +50,13 @@ class ChatPlan:
     async def encode(self, messages: list[dict[str, Any]]) -> list[int]:
         """The prompt's tokens (a trip to the worker: for what needs them before the submit,
         Ollama's window and count_tokens)."""
-        return await self.model.encode_rendered(self.render(messages))
+        return await self.model.encode_rendered(await self.rendered(messages))
+
+    async def rendered(self, messages: list[dict[str, Any]]) -> str:
+        """`render`, in a thread: Jinja's rendering of a long conversation, with its tools'
+        listing, takes as long as the conversation is, and the event loop serves every other
+        client meanwhile."""
+        return await asyncio.to_thread(self.render, messages)
 
     def render(self, messages: list[dict[str, Any]]) -> str:
         """The prompt as the model's template writes it, with the tools and the thinking."""
@@ -72,6 +79,13 @@ class ChatPlan:
         closed = reasoning is not None and end.endswith(reasoning.close)
         self.lead = "" if closed else (fmt.lead_open if self.thinking_open else fmt.lead_fresh)
         return text
+
+    async def constrained(self, params: SamplingParams) -> SamplingParams:
+        """`constrain`, in a thread where there are tools: the grammar of hundreds of tools
+        takes milliseconds to write. After the rendering, whose end decides its `lead`."""
+        if self.tools is None:
+            return self.constrain(params)
+        return await asyncio.to_thread(self.constrain, params)
 
     def constrain(self, params: SamplingParams) -> SamplingParams:
         """The sampling params with the tool calls' grammar, when tools may be called."""

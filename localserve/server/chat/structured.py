@@ -1,12 +1,12 @@
 """Structured output as each face asks for it, read into one JSON Schema grammar that the
-worker compiles (backends/guides.py): OpenAI's `response_format` and Ollama's `format`. JSON
-mode, in both, is a schema too: any JSON object.
+daemon checks (server/chat/grammar_pool.py) and the worker compiles (backends/guides.py):
+OpenAI's `response_format` and Ollama's `format`. JSON mode, in both, is a schema too: any
+JSON object.
 """
 
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, cast
 
 from localserve.ground.errors import BadRequest
@@ -103,12 +103,12 @@ UNCONSTRAINED_HEADER = "X-Localserve-Unconstrained"
 _HEADER_TEXT = 400  # characters of llguidance's words a header carries at most
 
 
-@lru_cache(maxsize=64)  # an agent sends the same tools every turn
 def unenforced(grammar: Grammar) -> tuple[tuple[str, ...], str | None]:
     """What llguidance leaves unenforced in a lenient grammar (its warnings: `Unimplemented
     keys: ["propertyNames"]`, `Unknown format: ...`), and why it cannot compile it at all, if it
-    cannot. Blocking (a compile, milliseconds for an agent's two dozen tools): run it off the
-    event loop. Cached, so the answer is a tuple that no caller can change."""
+    cannot. Blocking (a compile, milliseconds for an agent's two dozen tools, with no bound of
+    its own): the daemon runs it in its compiling pool, with a deadline, once per grammar
+    (server/chat/grammar_pool.py). The answer is tuples, which the pool's cache shares."""
     import llguidance
 
     try:

@@ -10,7 +10,9 @@ face reads it (readers.py's read_json), and a list over its bound is a 400 (413 
 one tool or format) naming the setting, in the face's own error format (errors.py).
 
 Stop strings and `n` are bounded where they are read (validation.py's stop_list; wire/openai.py
-takes `n` of 1 only).
+takes `n` of 1 only). The tokens of an embeddings request are counted once it is tokenized,
+before anything is embedded (`embedding_tokens`, called by server/embeddings.py); a grammar's
+compile time is bounded where it is compiled (grammars.py).
 """
 
 from __future__ import annotations
@@ -117,3 +119,12 @@ def _small(value: Any, limit: int, field: str, where: str) -> None:
             field,
             "max_schema_bytes",
         )
+
+
+def embedding_tokens(tokens: list[list[int]], settings: Settings) -> None:
+    """A 400 naming max_embedding_tokens for an embeddings request whose inputs, as they will be
+    embedded, are more tokens together than it takes. Counted on the tokens the request is
+    tokenized into anyway, before any is embedded: each token is a row of a decode, and
+    max_embedding_inputs alone lets 2,048 inputs of a whole context each through."""
+    count = sum(len(t) for t in tokens)
+    _at_most(settings, "max_embedding_tokens", count, "input", "'input'", "tokens")

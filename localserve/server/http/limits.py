@@ -23,6 +23,11 @@ LARGE_BODIES = frozenset(
     {
         "/v1/chat/completions",
         "/v1/completions",
+        # Agents' conversations: Claude Code's and Codex's pass 1 MiB in long sessions.
+        "/v1/messages",
+        "/v1/messages/count_tokens",
+        "/v1/responses",
+        "/v1/responses/compact",
         "/v1/embeddings",
         "/api/generate",
         "/api/chat",

@@ -23,19 +23,21 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
 
+from localserve.engine.residency.reloads import RELOAD_HEADER
 from localserve.engine.worker_client.resident import ResidentModel
 from localserve.engine.worker_client.stream import RequestStream
-from localserve.ground.sampling import Grammar, SamplingParams
-from localserve.server.chat import structured
+from localserve.ground.pin import Pin
+from localserve.ground.sampling import SamplingParams
+from localserve.ground.units import KeepAlive
 from localserve.server.http.metrics import METRICS
 from localserve.server.http.priority import with_priority
 from localserve.server.http.readers import BODY
 from localserve.server.http.record import CLIENT_LEFT, Record
+from localserve.server.http.state import MANAGER
 
 log = logging.getLogger("localserve.requests")
 
@@ -159,10 +161,8 @@ async def generation(
 ) -> AsyncIterator[RequestStream]:
     """`model.generation` (of tokens, or of a rendered prompt's text), with the stream kept on
     the request's record for the log line and the metrics (every face generates through
-    here)."""
+    here). Its grammar was checked already (grammars.py)."""
     params = with_priority(request, params)
-    if params.grammar is not None:
-        params = await _lenient(request, params, params.grammar)
     async with model.generation(prompt, params, prompt_field, want_tokens) as seq:
         record = record_of(request)
         if record is not None:
@@ -170,27 +170,21 @@ async def generation(
         yield seq
 
 
-async def _lenient(
-    request: web.Request, params: SamplingParams, grammar: Grammar
-) -> SamplingParams:
-    """Tool and response schemas never fail a request for a keyword the grammar cannot enforce:
-    it is left unenforced and said; a grammar that cannot compile at all is dropped, the answer
-    unconstrained and parsed as ever, and said too. A strict one is left for the worker to
-    refuse, with a 400 that names the keyword, as before."""
-    if grammar.strict:
-        return params
-    loop = asyncio.get_running_loop()
-    dropped, failed = await loop.run_in_executor(None, structured.unenforced, grammar)
-    if failed is not None:
-        log.warning("%s cannot be enforced, so it is not: %s", grammar.field, failed)
-        notice(request, structured.UNCONSTRAINED_HEADER, structured.header_text(failed))
-        return replace(params, grammar=None)
-    if dropped:
-        log.info("%s: not enforced: %s", grammar.field, "; ".join(dropped))
-        notice(request, structured.UNENFORCED_HEADER, structured.header_text("; ".join(dropped)))
-    return params
-
-
 def install(app: web.Application, log_prompts: bool) -> None:
     app[LOG_PROMPTS] = log_prompts
     app.on_response_prepare.append(add_record_headers)
+
+
+@asynccontextmanager
+async def held(
+    request: web.Request, name: str, keep_alive: KeepAlive, pin: Pin
+) -> AsyncIterator[ResidentModel]:
+    """The model held for a request whose options `pin`: where it runs as it is loaded, not
+    reloaded for them (engine/residency/reloads.py), the answer's `X-Localserve-Reload` header
+    says so."""
+    manager = request.app[MANAGER]
+    async with manager.acquire(name, keep_alive, pin) as model:
+        why = manager.deferred(model, pin)
+        if why is not None:
+            notice(request, RELOAD_HEADER, why)
+        yield model

@@ -8,6 +8,7 @@ in `ollama/store.py`, the embeddings in `server/embeddings.py`, /api/ps in `admi
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -145,7 +146,7 @@ class OllamaGeneration:
             await manager.unload(self.name)
             reason = "unload"
         else:
-            async with manager.acquire(self.name, stay, pin):
+            async with request_log.held(self.request, self.name, stay, pin):
                 pass
             reason = "load"
         return web.json_response(
@@ -185,7 +186,9 @@ class OllamaGeneration:
         elif got["raw"]:
             tokens = await model.encode_text(prompt) if prompt else []
         elif template:
-            tokens = await model.encode_text(ollama_template.render(template, system or "", prompt))
+            # Off the event loop, as a chat template's rendering (chat/plan.py's `rendered`).
+            text = await asyncio.to_thread(ollama_template.render, template, system or "", prompt)
+            tokens = await model.encode_text(text)
         else:
             messages = [{"role": "system", "content": system}] if system else []
             messages.append({"role": "user", "content": prompt})

@@ -4,7 +4,9 @@ made) and queued, and the answer's parsed pieces read as they stream.
 The faces differ only in how they read the request and write the answer; everything between is
 here, once: the prompt goes through the model's template (server/chat/plan.py), the tools'
 grammar constrains the answer, and the pieces are split into thinking, text and calls
-(server/chat/answer_parser.py).
+(server/chat/answer_parser.py). The rendering and the grammar's check run in threads
+(plan.py's `rendered`, server/http/grammars.py), never on the event loop, and the grammar is
+checked once for the whole turn, the answer after a thinking budget's included.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from localserve.ground.sampling import SamplingParams
 from localserve.server.chat.answer_parser import AnswerParser, Call, Parsed
 from localserve.server.chat.pieces import outputs
 from localserve.server.chat.plan import ChatPlan, plan_chat
-from localserve.server.http import request_log
+from localserve.server.http import grammars, request_log
 from localserve.server.http.priority import with_priority
 from localserve.server.http.state import MANAGER
 from localserve.server.turn.ask import Ask
@@ -121,15 +123,17 @@ async def local_turn(request: web.Request, ask: Ask) -> AsyncIterator[Turn]:
     """The model held and the turn queued; its sequences are cancelled however the caller
     leaves. Raises before anything streams for what can never run (an unknown model, a prompt
     longer than a slot, a full queue)."""
-    async with request.app[MANAGER].acquire(ask.model, ask.keep_alive, ask.pin) as model:
+    async with request_log.held(request, ask.model, ask.keep_alive, ask.pin) as model:
         check_room(model, ask.params)
         plan = plan_for(model, ask)
         params = model.with_cap(ask.params)  # the one place the settings' cap is taken
+        # Rendering, writing the tools' grammar and compiling it: off the event loop.
         if ask.prompt is None:
-            text: list[int] | str = plan.render(ask.messages)
+            text: list[int] | str = await plan.rendered(ask.messages)
         else:
             text, params = await ask.prompt(model, plan, params)
-        params = with_priority(request, plan.constrain(params))
+        params = await grammars.checked(request, await plan.constrained(params))
+        params = with_priority(request, params)
         parser = plan.parser() if ask.templated else AnswerParser()
         field = ask.prompt_field
         budget = ask.thinking_budget if plan.think and plan.thinking_open else None

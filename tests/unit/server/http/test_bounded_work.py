@@ -1,7 +1,8 @@
 """The work one request may ask for is bounded (issue #57): messages and their parts, embedding
-inputs, tools and the size of each, an answer format's size, stop strings and `n`. Each bound is
-refused before any model work, a 400 (413 for a size) in the face's own error format, naming
-the setting where it is one (server/http/bounds.py) or the field (server/http/validation.py's
+inputs and their tokens, tools and the size of each, an answer format's size, stop strings and
+`n`. Each bound is refused before any model work (the tokens: once they are counted, before
+any is embedded), a 400 (413 for a size) in the face's own error format, naming the setting
+where it is one (server/http/bounds.py) or the field (server/http/validation.py's
 stop strings, server/wire/openai.py's `n`).
 
 The app runs in this process with no model behind it, as in test_no_input_reaches_a_500.py:
@@ -105,6 +106,15 @@ def test_one_list_of_token_ids_is_one_embedding_input() -> None:
 def test_lists_of_token_ids_are_one_embedding_input_each() -> None:
     with pytest.raises(Refused, match="holds 3 inputs"):
         bounds.check("/v1/embeddings", {"input": [[1], [2], [3]]}, Settings(max_embedding_inputs=2))
+
+
+def test_more_embedding_tokens_than_max_embedding_tokens_is_refused_naming_it() -> None:
+    with pytest.raises(Refused, match=r"holds 6 tokens; at most 5 .*\(max_embedding_tokens\)"):
+        bounds.embedding_tokens([[1, 2, 3], [4, 5, 6]], Settings(max_embedding_tokens=5))
+
+
+def test_embedding_tokens_at_their_bound_are_taken() -> None:
+    bounds.embedding_tokens([[1, 2], [3, 4, 5]], Settings(max_embedding_tokens=5))
 
 
 # -- tools and schemas -------------------------------------------------------------------------
@@ -249,3 +259,5 @@ def test_the_defaults_are_far_above_what_a_client_sends() -> None:
     s = Settings()
     assert (s.max_messages, s.max_message_parts, s.max_tools) == (10_000, 1_000, 512)
     assert (s.max_embedding_inputs, s.max_schema_bytes) == (2048, 64 << 10)  # OpenAI's 2,048
+    assert s.max_embedding_tokens == 300_000  # OpenAI's own per-request cap
+    assert s.compile_timeout == 5.0  # Claude Code's tools compile in milliseconds
