@@ -44,7 +44,20 @@ def reach(path: Path | str, roots: Roots) -> Path:
     resolved = _resolved(Path(path).expanduser())
     if not _inside(resolved, roots):
         raise OutsideRoots(f"'{path}' is outside {_ROOTS}")
+    _lookable(resolved)
     return resolved
+
+
+def _lookable(path: Path) -> None:
+    """BadModelFile for a path the system will not look up: a name too long for it (found by
+    tests/live/test_fuzz_faces.py: `is_dir` raised, a 500), a folder that cannot be searched.
+    A path that is simply not there is said by what reads it."""
+    try:
+        path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as exc:
+        raise BadModelFile(f"the path cannot be looked up: {exc.strerror}") from None
 
 
 def members(folder: Path, roots: Roots, shown: Path | None = None) -> list[tuple[Path, str]]:

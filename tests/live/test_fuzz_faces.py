@@ -1,261 +1,208 @@
-"""No request is a 5xx (issue #45): hypothesis fuzzes the body and the headers of every face's
-generating and embedding routes against a live daemon that wants an API key.
+"""No request is a 5xx, none goes unanswered, and none keeps /health from answering (issues
+#45 and #57): every route the app's router serves is fuzzed against a live daemon that wants
+an API key, with hypothesis' cases (fuzz_cases.py) and with requests at and past the sizes the
+route takes (fuzz_large.py). Each is answered within CASE_BOUND_S, while a thread asks /health
+throughout (fuzz_client.py).
 
-A case starts from a body the face answers, then overlays fields the faces read (or any name)
-with any JSON value, huge integers and lone surrogates among them; sends it as UTF-8, UTF-16 or
-UTF-32, as bytes that are no text, cut short, or with an integer literal, deep brackets or
-nested tool-call arguments written into it; and adds headers (the key headers, the operator's,
-Origin, X-Priority, ...) holding any bytes but line ends, UTF-8 and Latin-1 text that is not
-ASCII among them. Most cases keep the right key, so that their bodies reach the handlers.
+The routes come from the router (fuzz_routes.py), so a new route is fuzzed at once, and a test
+names it until it has a base request. Each case stands alone: what it needs is made for it and
+what it made is undone after it, and each route's cases are drawn apart from the others', so
+that no case's answer depends on the order the cases ran in. The daemon pulls from a hub on
+127.0.0.1 that answers 404 to everything: no pull reaches the network or writes a file.
 
 The seed is fixed, so CI fails only for a change; LOCALSERVE_TEST_FUZZ_SEED and
-LOCALSERVE_TEST_FUZZ_CASES hunt further. The seed and the count of cases are written to the
-terminal, whatever pytest captures. About a minute on 2 cores: every generation is capped at
-CAP tokens (short_generations.py).
+LOCALSERVE_TEST_FUZZ_CASES (cases of each generating route; a third as many for the others)
+hunt further, and LOCALSERVE_TEST_FUZZ_BOUND_S widens the bound on a machine busy with other
+work. The seed, the count of cases and what they were answered are written to the terminal
+when the module ends, whatever pytest captures. About two minutes on 2 cores: every
+generation is capped at CAP tokens (short_generations.py), and the daemon's body limits are
+lowered (fuzz_routes.LIMIT_ARGS).
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
-from hypothesis import strategies as st
 
-from localserve.ground.settings import OPERATOR_HEADER
-from localserve.server.http.bounded_json import MAX_DEPTH, MAX_INT_DIGITS
 from tests.support import daemons
+from tests.support.fuzz_cases import KEY, Case, cases
+from tests.support.fuzz_client import CASE_BOUND_S, Answer, HealthWatch, exchange, send
+from tests.support.fuzz_large import grid, large_case
+from tests.support.fuzz_routes import (
+    BASES,
+    GENERATING,
+    LIMIT_ARGS,
+    Route,
+    served_routes,
+)
 from tests.support.helpers import MODEL
+from tests.support.hub_server import Hub
 from tests.support.live import running_daemon
-from tests.support.short_generations import CAP, keep_short
 
 SEED = int(os.environ.get("LOCALSERVE_TEST_FUZZ_SEED") or 45)
-CASES = int(os.environ.get("LOCALSERVE_TEST_FUZZ_CASES") or 200)
-KEY = "fuzz-key"
-ARGS = ["--model", MODEL, "--parallel", "2", "--ctx", "512", "--api-key", KEY]
-
-HI = [{"role": "user", "content": "Hi"}]
-# A body each face answers 200, generating at most CAP tokens.
-FACES: dict[str, dict[str, Any]] = {
-    "/v1/chat/completions": {"model": MODEL, "messages": HI, "max_tokens": CAP},
-    "/v1/completions": {"model": MODEL, "prompt": "Hi", "max_tokens": CAP},
-    "/v1/responses": {"model": MODEL, "input": "Hi", "max_output_tokens": CAP},
-    "/v1/embeddings": {"model": MODEL, "input": "Hi"},
-    "/v1/messages": {"model": MODEL, "messages": HI, "max_tokens": CAP},
-    "/api/chat": {"model": MODEL, "messages": HI, "stream": False},
-    "/api/generate": {"model": MODEL, "prompt": "Hi", "stream": False},
-}
-# Fields the faces read, fuzzed more often than any other name.
-FIELDS = (
-    "model",
-    "messages",
-    "prompt",
-    "input",
-    "system",
-    "instructions",
-    "stream",
-    "stream_options",
-    "tools",
-    "tool_choice",
-    "response_format",
-    "format",
-    "options",
-    "keep_alive",
-    "seed",
-    "temperature",
-    "top_p",
-    "top_k",
-    "stop",
-    "logit_bias",
-    "logprobs",
-    "n",
-    "echo",
-    "suffix",
-    "think",
-    "thinking",
-    "reasoning",
-    "reasoning_effort",
-    "priority",
-    "speculative",
-    "metadata",
-    "encoding_format",
-    "dimensions",
-    "truncate",
-    "raw",
-    "template",
-    "images",
-)
-HEADERS = (
-    "Authorization",
-    "X-Api-Key",
-    OPERATOR_HEADER,
-    "Content-Type",
-    "Origin",
-    "X-Request-Id",
-    "X-Priority",
-    "Accept",
-    "Anthropic-Version",
-    "OpenAI-Beta",
-    "Content-Encoding",
-)
+CASES = int(os.environ.get("LOCALSERVE_TEST_FUZZ_CASES") or 40)
+# A window of 256 tokens: a prompt cut to fit it (Ollama) or embedded whole is a case too.
+ARGS = ["--model", MODEL, "--parallel", "2", "--ctx", "256", "--api-key", KEY, *LIMIT_ARGS]
+ROUTES = served_routes()
+SHORT_BOUND_S = 5.0  # a short completion, while another request is in the worker
+# SmolLM2 has no fill-in-the-middle tokens: /infill answers it a 400, however it is asked.
+NO_FIM = {Route("POST", "/infill")}
 
 
-# -- what a case sends --------------------------------------------------------------------------
+def cases_of(route: Route) -> int:
+    return CASES if route in GENERATING else max(1, CASES // 3)
 
 
-@dataclass
-class Case:
-    path: str
-    body: bytes
-    headers: dict[str, bytes]
+class Fuzzed:
+    """What the fuzzing saw: answers by route and status, the slowest answer, /health."""
 
+    def __init__(self, watch: HealthWatch) -> None:
+        self.watch = watch
+        self.seen: Counter[tuple[Route, int]] = Counter()
+        self.large = 0  # of the cases seen, those at or past a size limit
+        self.slowest = (0.0, "")
 
-ints = st.one_of(
-    st.integers(),
-    st.sampled_from([10**MAX_INT_DIGITS - 1, 10**MAX_INT_DIGITS, 10**400, -(10**400), 2**64]),
-)
-texts = st.one_of(
-    st.text(max_size=40),
-    st.text(st.characters() | st.characters(categories=["Cs"]), max_size=10),  # lone surrogates
-    st.sampled_from(["", "\ud800", "\u2200", "json", "auto", "required", "none", "5m", "-1"]),
-)
-scalars = st.one_of(st.none(), st.booleans(), ints, st.floats(), texts)
-values = st.recursive(
-    scalars,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(FIELDS) | texts, inner)
-    ),
-    max_leaves=12,
-)
-# A past tool call, its arguments a JSON text nested to any depth.
-nested_call = st.integers(1, 3000).map(
-    lambda n: [
-        *HI,
-        {
-            "role": "assistant",
-            "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "[" * n + "]" * n}}],
-        },
-    ]
-)
+    def check(self, url: str, case: Case, shape: str | None = None) -> None:
+        """The case is answered, within the bound, not with a 5xx, and /health answered
+        meanwhile."""
+        start = time.monotonic()
+        try:
+            answer = send(url, case)
+        except OSError as exc:
+            pytest.fail(f"no answer within {CASE_BOUND_S:g} s ({exc!r}) to {case!r}")
+        self.seen[(case.route, answer.status)] += 1
+        self.large += shape is not None
+        if answer.seconds > self.slowest[0]:
+            self.slowest = (answer.seconds, f"{case.route} {shape or ''}".strip())
+        assert answer.status < 500, (case, answer.body[:500])
+        assert answer.seconds <= CASE_BOUND_S, (f"answered in {answer.seconds:.1f} s", case)
+        assert not self.watch.failures_since(start), (self.watch.failures_since(start), case)
 
-
-@st.composite
-def bodies(draw: st.DrawFn, path: str) -> bytes:
-    body = dict(FACES[path])
-    body.update(draw(st.just({}) | st.dictionaries(st.sampled_from(FIELDS) | texts, values)))
-    if draw(st.sampled_from([False] * 9 + [True])):
-        body["messages"] = draw(nested_call)
-    keep_short(path, body)
-    text = json.dumps(body, ensure_ascii=draw(st.booleans()))
-    # Written into the text, where json.dumps cannot: a long literal, deep brackets.
-    raw = draw(
-        st.sampled_from(
-            [
-                None,
-                None,
-                None,
-                "7" * draw(st.sampled_from([MAX_INT_DIGITS, MAX_INT_DIGITS + 1, 400, 5000])),
-                "[" * (n := draw(st.sampled_from([MAX_DEPTH, MAX_DEPTH + 1, 5000]))) + "]" * n,
-            ]
+    def line(self) -> str:
+        statuses = Counter(status for (_, status), n in self.seen.items() for _ in range(n))
+        return (
+            f"fuzz seed={SEED} cases={sum(self.seen.values())} (large: {self.large})"
+            f" routes={len({route for route, _ in self.seen})}/{len(ROUTES)} answers: "
+            + ", ".join(f"{status}: {n}" for status, n in sorted(statuses.items()))
+            + f"; slowest {self.slowest[0]:.1f} s ({self.slowest[1]}); /health asked "
+            f"{self.watch.asked} times, worst {self.watch.worst_s:.2f} s"
         )
-    )
-    if raw is not None:
-        text = text[:-1] + f', "{draw(st.sampled_from(FIELDS))}": {raw}' + "}"
-    encoding = draw(st.sampled_from(["utf-8"] * 6 + ["utf-16", "utf-16-le", "utf-32", "latin-1"]))
-    if encoding == "utf-16-le" and draw(st.booleans()):
-        text = text.replace('"Hi"', '"\u2200"', 1)  # its bytes hold a quote's
-    data = text.encode(encoding, "surrogatepass" if encoding.startswith("utf") else "replace")
-    cut = draw(st.sampled_from(["whole"] * 8 + ["cut", "noise"]))
-    if cut == "cut":
-        return data[: draw(st.integers(0, max(0, len(data) - 1)))]
-    if cut == "noise":
-        return draw(st.binary(max_size=200))
-    return data
-
-
-# Any bytes a header may carry: none of CR, LF or NUL, which end it.
-header_bytes = st.one_of(
-    st.text(max_size=30).map(lambda t: t.encode("utf-8", "surrogatepass")),
-    st.text(st.characters(max_codepoint=255), max_size=30).map(lambda t: t.encode("latin-1")),
-    st.binary(max_size=30),
-    st.sampled_from([b"Bearer " + KEY.encode(), KEY.encode(), b"application/json", b"gzip"]),
-).map(lambda b: b.translate(None, b"\r\n\x00").strip(b" \t"))
-
-
-@st.composite
-def cases(draw: st.DrawFn) -> Case:
-    path = draw(st.sampled_from(sorted(FACES)))
-    headers = {"Content-Type": b"application/json", "Authorization": f"Bearer {KEY}".encode()}
-    headers.update(draw(st.just({}) | st.dictionaries(st.sampled_from(HEADERS), header_bytes)))
-    # A key that is not ASCII, where a key is compared.
-    name = draw(st.sampled_from([None] * 3 + ["Authorization", "X-Api-Key", OPERATOR_HEADER]))
-    if name is not None:
-        headers[name] = draw(st.sampled_from(["Bearer clé", "ключ", "✓"])).encode()
-    return Case(path, draw(bodies(path)), headers)
-
-
-def send(url: str, case: Case) -> tuple[int, bytes]:
-    parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
-    try:
-        conn.putrequest("POST", case.path, skip_accept_encoding=True)
-        for name, value in case.headers.items():
-            conn.putheader(name, value)
-        conn.putheader("Content-Length", str(len(case.body)))
-        conn.endheaders(case.body)
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
-
-
-# -- the tests ----------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def live() -> Iterator[str]:
-    with running_daemon(ARGS) as (proc, url):
+def hub() -> Iterator[Hub]:
+    served = Hub().start()  # no files: every listing and download is a 404
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+@pytest.fixture(scope="module")
+def live(hub: Hub) -> Iterator[str]:
+    with running_daemon(ARGS, env={"HF_ENDPOINT": hub.url}) as (proc, url):
         yield url
         assert proc.poll() is None, daemons.log_text(proc.log_path)
 
 
-SEEN: Counter[tuple[str, int]] = Counter()
+@pytest.fixture(scope="module")
+def fuzzed(live: str, pytestconfig: pytest.Config) -> Iterator[Fuzzed]:
+    """Written to the terminal when the module ends, passed or failed, under -q too."""
+    with HealthWatch(live) as watch:
+        tally = Fuzzed(watch)
+        yield tally
+    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"\n{tally.line()}")
 
 
-@seed(SEED)
-@settings(
-    max_examples=CASES,
-    deadline=None,
-    database=None,
-    print_blob=True,
-    suppress_health_check=list(HealthCheck),
-)
-@given(case=cases())
-def test_no_fuzzed_request_is_a_5xx(case: Case, live: str) -> None:
-    status, answer = send(live, case)
-    SEEN[(case.path, status)] += 1
-    assert status < 500, (case, answer[:500])
-
-
-def test_the_fuzzing_reached_every_face_and_the_daemon_survived(
-    live: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """What the fuzzing above saw (so this runs after it, in the same module): its seed and its
-    count of cases, written where CI shows them; a 200 from every face, so that the fuzzing got
-    past the checks to the model; and a daemon that still answers."""
-    cases_run = sum(SEEN.values())
-    line = f"fuzz seed={SEED} cases={cases_run} answers: " + ", ".join(
-        f"{path} {status}: {n}" for (path, status), n in sorted(SEEN.items())
+@pytest.mark.parametrize("route", ROUTES, ids=str)
+def test_no_fuzzed_request_is_a_5xx(route: Route, live: str, fuzzed: Fuzzed) -> None:
+    @seed(SEED)
+    @settings(
+        max_examples=cases_of(route),
+        deadline=None,
+        database=None,
+        print_blob=True,
+        suppress_health_check=list(HealthCheck),
     )
-    with capsys.disabled():  # shown with or without -s
-        print(f"\n{line}")
-    assert cases_run >= CASES, line
-    assert set(FACES) <= {path for path, status in SEEN if status == 200}, line
+    @given(case=cases(route))
+    def fuzz(case: Case) -> None:
+        fuzzed.check(live, case)
+
+    fuzz()
+
+
+@pytest.mark.parametrize(("route", "shape"), list(grid(ROUTES)), ids=lambda p: str(p))
+def test_no_request_at_or_past_a_size_limit_is_a_5xx(
+    route: Route, shape: str, live: str, fuzzed: Fuzzed
+) -> None:
+    fuzzed.check(live, large_case(route, shape, SEED), shape)
+
+
+def test_every_served_route_has_a_base_request() -> None:
+    """A new route is fuzzed from an empty request until it gets a base in fuzz_routes.py."""
+    assert [str(r) for r in ROUTES if r not in BASES] == []
+    assert [str(r) for r in BASES if r not in ROUTES] == []
+
+
+def test_the_fuzzing_reached_every_route_and_the_daemon_survived(live: str, fuzzed: Fuzzed) -> None:
+    """What the fuzzing above saw (so this runs after it, in the same module): every route
+    answered, a 200 from every generating one the model can answer (the fuzzing got past the
+    checks to the model), /health never failed, and the daemon still answers."""
+    line = fuzzed.line()
+    assert {route for route, _ in fuzzed.seen} == set(ROUTES), line
+    assert GENERATING - NO_FIM <= {route for route, status in fuzzed.seen if status == 200}, line
+    assert fuzzed.watch.failures == [], line
     assert daemons.health(live) is not None
+
+
+# What the fuzzing found that is not fixed yet: each marked, to fail (strict) once it is.
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue #57: the engine worker tokenizes the whole prompt before refusing it for "
+    "the context, ~35 s for 16 MiB on 2 cores, and the model's other requests wait meanwhile",
+)
+def test_a_prompt_as_large_as_the_default_body_limit_holds_up_no_other_request() -> None:
+    """A prompt of one character repeated to the default max_body (16 MiB, the fuzzed daemon's
+    is lowered) is answered within CASE_BOUND_S, and short completions sent meanwhile each
+    within SHORT_BOUND_S."""
+    prompt = "x" * ((16 << 20) - 200)
+    big = json.dumps({"model": MODEL, "prompt": prompt, "max_tokens": 1}).encode()
+    small = json.dumps({"model": MODEL, "prompt": "Hi", "max_tokens": 1}).encode()
+    headers = {"Content-Type": b"application/json"}
+    with running_daemon(["--model", MODEL, "--parallel", "2", "--ctx", "512"]) as (_, url):
+        answers: list[Answer | OSError] = []
+
+        def ask_big() -> None:
+            try:
+                answers.append(exchange(url, "POST", "/v1/completions", big, headers, CASE_BOUND_S))
+            except OSError as exc:
+                answers.append(exc)
+
+        thread = threading.Thread(target=ask_big)
+        thread.start()
+        beside: list[float] = []
+        while thread.is_alive():
+            time.sleep(0.5)
+            start = time.monotonic()
+            try:
+                exchange(url, "POST", "/v1/completions", small, headers, CASE_BOUND_S)
+            except OSError:
+                pass
+            beside.append(time.monotonic() - start)
+        thread.join()
+    (answer,) = answers
+    assert max(beside) <= SHORT_BOUND_S, (beside, answer)
+    assert isinstance(answer, Answer) and answer.status < 500, answer

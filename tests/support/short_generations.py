@@ -18,9 +18,9 @@ def keep_short(path: str, body: dict[str, Any]) -> None:
     """Steer `body`, sent to `path`, in place."""
     if _unloads(body.get("keep_alive")):
         body["keep_alive"] = "5m"
-    if path == "/v1/responses":
+    if path in ("/v1/responses", "/v1/responses/compact"):
         _clamp(body, "max_output_tokens", 1)
-    elif path.startswith("/v1/"):
+    elif path in ("/v1/chat/completions", "/v1/completions", "/v1/messages"):
         _clamp(body, "max_tokens", 1)
         if body.get("max_completion_tokens") is not None:
             _clamp(body, "max_completion_tokens", 1)

@@ -178,7 +178,7 @@ class WorkerProcess:
     def _settle(self, reply: m.Reply) -> None:
         with self._lock:
             future = self._pending.pop(reply.ref, None)
-        if future is None:
+        if future is None or not _claimed(future):
             return
         if reply.error is not None:
             future.set_exception(rebuild(reply.error))
@@ -197,11 +197,20 @@ class WorkerProcess:
             pending, self._pending = self._pending, {}
         self._sock.close()
         for future in pending.values():
-            future.set_exception(EngineStopped(self.device, cause))
+            if _claimed(future):
+                future.set_exception(EngineStopped(self.device, cause))
         self._on_exit(self, cause)
 
     def _receive(self) -> m.FromWorker | None:
         return m.read_frame(self._sock, self._decoder)
+
+
+def _claimed(future: concurrent.futures.Future[Any]) -> bool:
+    """Whether the answer may still be set: not when the asker gave up (a client that left
+    cancels the future `asyncio.wrap_future` awaited). Claimed at once, so that no cancel
+    comes between the check and the answer; setting a cancelled future's answer raises, and
+    raised in the reader thread, that ended the thread, and no reply was read again."""
+    return future.set_running_or_notify_cancel()
 
 
 def worker_env(build: str = "") -> dict[str, str]:

@@ -77,7 +77,9 @@ class RemoteRunner:
                 await asyncio.wrap_future(self.worker.send(ask)), m.Submitted
             )
         except BaseException:
-            self.sequences.pop(stream.id, None)
+            # A client that left while the worker took the submit: the worker may run it.
+            if self.sequences.pop(stream.id, None) is not None:
+                self.worker.tell(m.Cancel(self.name, seq=stream.id))
             raise
         stream.prompt_tokens = submitted.prompt_tokens
         stream.prompt = tokens or submitted.tokens

@@ -66,9 +66,23 @@ class HttpError:
     code: str | None = None
 
 
+# An error message quotes what the client sent (a role, a kind, a value out of range): a
+# quoted value of 900 KB came back whole. Its middle is cut, so the words around it stay.
+MAX_MESSAGE = 2000
+
+
+def clipped(message: str) -> str:
+    """`message`, its middle cut where it is longer than MAX_MESSAGE characters."""
+    if len(message) <= MAX_MESSAGE:
+        return message
+    head, tail = MAX_MESSAGE * 2 // 3, MAX_MESSAGE // 3
+    cut = len(message) - head - tail
+    return f"{message[:head]}... ({cut} characters cut) ...{message[-tail:]}"
+
+
 def classify(exc: BaseException) -> HttpError:
     """The one place an engine error becomes a status, a type and a code."""
-    msg = str(exc)
+    msg = clipped(str(exc))
     if isinstance(exc, Refused):
         kind = Refused.KINDS.get(exc.status, "invalid_request_error")
         return HttpError(exc.status, msg, kind, param=exc.param, code=exc.code)

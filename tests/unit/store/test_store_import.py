@@ -62,6 +62,11 @@ def test_a_file_that_is_not_gguf_is_refused_at_import(lib: Library, tmp_path: Pa
         import_model(lib.store, junk)
 
 
+def test_a_path_too_long_for_the_system_is_refused_at_import(lib: Library, tmp_path: Path) -> None:
+    with pytest.raises(BadModelFile, match="cannot be looked up"):
+        import_model(lib.store, tmp_path / ("a" * 300) / "mine.gguf")
+
+
 def test_scan_lists_the_models_in_a_folder_and_flags_broken_ones(tmp_path: Path) -> None:
     cache = tmp_path / "lmstudio" / "models" / "org" / "repo"
     cache.mkdir(parents=True)

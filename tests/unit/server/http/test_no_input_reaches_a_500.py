@@ -175,6 +175,16 @@ def test_ollama_chat_messages_that_are_no_list_are_a_400(messages: object) -> No
     assert "'messages' must be a non-empty list" in assert_ollama_error_shape(answer)
 
 
+def test_an_error_quoting_a_huge_value_cuts_its_middle_and_keeps_its_words() -> None:
+    role = "x" * 900_000
+    body = {"model": "fake", "messages": [{"role": role, "content": "hi"}]}
+    status, answer = ask("/v1/chat/completions", json.dumps(body).encode())
+    message = assert_openai_error_shape(answer)["message"]
+    assert status == 400 and len(message) < 2100, len(message)
+    assert message.startswith("messages[0].role is 'xxx") and "characters cut" in message
+    assert "it must be one of" in message
+
+
 # -- JSON inside strings -------------------------------------------------------------------------
 
 
