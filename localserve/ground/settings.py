@@ -241,6 +241,8 @@ class Settings:
         "largest request body of generation and embeddings (other endpoints take 1 MiB)",
     )
     body_timeout: float = setting(30.0, SECONDS, "seconds a request body may take to arrive")
+    # Counted before the parse, whose time on the event loop grows with them (bounded_json.py).
+    max_json_containers: int = setting(1_000_000, WHOLE, "JSON arrays and objects one body holds")
     # The work one request may ask for (server/http/bounds.py): far above what any client
     # sends, so that only a runaway or hostile one meets them.
     max_messages: int = setting(
@@ -294,6 +296,10 @@ class Settings:
         SECONDS,
         "seconds a keep-alive connection may wait for its next request before it is "
         "closed (0: none)",
+    )
+    # A client that reads nothing of an answer holds its slot; the engine's too (connections.py).
+    write_timeout: float = setting(
+        30.0, SECONDS, "seconds an answer may sit unread before its connection is closed (0: none)"
     )
     # What the daemon tells about itself (server/http/metrics.py, server/http/request_log.py).
     no_metrics: bool = setting(False, SWITCH, "turn GET /metrics off")

@@ -69,17 +69,21 @@ def in_flight(url: str, n: int, within_s: float = 60.0) -> None:
     serves it with every connection busy): on a loaded machine the heads may take a while."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
-        _, _, text = raw_request(f"{url}/metrics", headers=operator_headers(url), timeout=10)
-        lines = text.decode().splitlines() if isinstance(text, bytes) else []
-        counts = [
-            float(line.rsplit(" ", 1)[1])
-            for line in lines
-            if line.startswith(("localserve_sequences_running{", "localserve_sequences_waiting{"))
-        ]
-        if sum(counts) >= n:
+        if sequences(url) >= n:
             return
         time.sleep(0.1)
     raise AssertionError(f"fewer than {n} sequences in flight after {within_s} s")
+
+
+def sequences(url: str) -> float:
+    """The sequences running or queued, as /metrics tells them."""
+    _, _, text = raw_request(f"{url}/metrics", headers=operator_headers(url), timeout=10)
+    lines = text.decode().splitlines() if isinstance(text, bytes) else []
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in lines
+        if line.startswith(("localserve_sequences_running{", "localserve_sequences_waiting{"))
+    )
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from localserve.server.http import validation as v
 from localserve.server.http.errors import Refused
 from localserve.server.http.metrics import METRICS
 from localserve.server.http.readers import read_json
+from localserve.server.http.streaming import send_file
 from localserve.server.wire import shapes
 from localserve.server.wire.declare import Body, Field
 
@@ -118,14 +119,17 @@ async def get_file(request: web.Request) -> web.Response:
     return web.json_response(stored.shape())
 
 
-async def file_content(request: web.Request) -> web.FileResponse:
+async def file_content(request: web.Request) -> web.StreamResponse:
     files = request.app[BATCHES].files
     stored = files.get(request.match_info["file_id"])
     headers = {
         "Content-Type": "application/jsonl",
         "Content-Disposition": _attachment(stored.filename),
     }
-    return web.FileResponse(files.path(stored.id), headers=headers)
+    try:
+        return await send_file(request, files.path(stored.id), headers)
+    except FileNotFoundError:  # deleted as it was asked for
+        raise Refused(404, f"no file with id '{stored.id}'", "file_id") from None
 
 
 def _attachment(name: str) -> str:

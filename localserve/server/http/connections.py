@@ -1,11 +1,13 @@
 """The daemon's connections: how many a client may hold, how long a request's head may take to
-arrive, how long a connection may sit idle, and the room kept for this user's CLI and tray.
+arrive, how long a connection may sit idle or leave its answer unread, and the room kept for
+this user's CLI and tray.
 
 aiohttp bounds none of these: it takes every connection it is given, has no timeout on a
 request's head and keeps an idle connection for an hour (`keepalive_timeout`, 3630 s).
 
 The design rests on one fact: a connection with no request in flight holds nothing of value,
-and HTTP lets a server close it at any time (clients open another).
+and HTTP lets a server close it at any time (clients open another). Nor does one whose client
+reads none of its answer: no one is served by it.
 - **States.** Each connection (a `Conn`, kept by its transport) is *waiting* (between requests,
   nothing of the next one heard), *heading* (the next head has begun; a new connection is
   heading from its start, as Go's ReadHeaderTimeout runs from it) or *busy* (its head is in,
@@ -18,27 +20,47 @@ and HTTP lets a server close it at any time (clients open another).
   slower than MIN_BODY_RATE, is *stalled*: no client sends a body so slowly but one that
   means to hold the slot (a few hundred such from 127.0.0.1 once locked every local client
   out). It gives way to a new connection, the slowest first, with a 408.
+- **Slow readers.** A handler that writes faster than its client reads fills the transport
+  past its high-water mark; asyncio then pauses it (front.py passes the pause on, and the
+  resume) and the handler waits in `write()` for the client. A client that reads nothing of
+  a stream or a download so holds its connection for ever, and a generation's slot to the
+  answer's end: 256 of them once locked every other client out with 503s. So output that
+  waits in the transport, not shrinking (the client read none of it: while the handler waits
+  nothing is added), for `write_timeout` is given up: the connection is aborted (there is no
+  answer left to give), aiohttp cancels its handler (daemon.py's `handler_cancellation`), and
+  that cancels the generation and frees its slot, as when a client leaves. Under pressure it
+  gives way sooner: unread for UNREAD_GRACE_S, the longest unread first. Only the transport's
+  buffer is looked at, at a pause, a resume and a deadline, and when room is wanted: a few
+  calls per pause, none per byte. Until the kernel's socket buffers are full (up to megabytes
+  on loopback) a client that does not read looks like one that does; by then it has cost the
+  daemon what any client may.
 - **Timeouts.** A heading connection whose head is not in within `header_timeout` is closed,
   after a 408 if it sent anything (one that sent nothing gets no answer, as from Go's server);
   a waiting one is closed after `idle_timeout`, unless an answer is still leaving at the pace
-  its client reads. A busy one has no timeout here: its body has `body_timeout` (limits.py).
+  its client reads. A busy one has no timeout here but `write_timeout` (above): its body has
+  `body_timeout` (limits.py).
 - **Room.** A new connection takes a slot when its client address (an IPv6 /64, which one
   machine holds whole) has fewer than `max_connections_per_address` and the daemon fewer than
-  `max_connections`. Otherwise the connection of that address, or of the daemon, that has
-  made the least progress is closed to make room: the oldest heading one, else the slowest
-  stalled one, else the oldest waiting one (last: its client may be sending its next request
-  down it as it closes, which the client sees as a reset; bench_abuse lost a third of its
-  requests so while stalled bodies outlasted them). So idle and trickling sockets, however
-  many and from however many addresses, never keep a client out: only requests really in
-  flight fill the slots. Loopback has no per-address cap: every local client, the editor and
-  an attacker alike, is 127.0.0.1, so a cap there could only refuse the editor.
+  `max_connections`. Otherwise the connection of that address, or of the daemon, that holds
+  least is closed to make room: the oldest heading one (heading for HEAD_GRACE_S or more),
+  else the slowest stalled one, else the longest unread answer, else the oldest heading one
+  younger than that (its client may not have sent its head yet), else the oldest waiting one
+  (last: its client may be sending its next request down it as it closes, which the client
+  sees as a reset; bench_abuse lost a third of its requests so while stalled bodies outlasted
+  them). giving_way.py keeps the order and why. So idle, trickling and non-reading sockets,
+  however many and from however many addresses, never keep a client out: only requests
+  really in flight, read by their clients, fill the slots. Loopback has no per-address cap:
+  every local client, the editor and an attacker alike, is 127.0.0.1, so a cap there could
+  only refuse the editor.
 - **Never one whose head is on its way.** An attacker who reopens its sockets brings a burst
   of new ones each time the loop wakes, and those connections' `connection_made` run before
   the loop reads what arrived in the same turn: a client's connection, its head already in
   the kernel, could be the oldest idle one and be closed unread (the first run of
-  benchmarks/bench_abuse.py lost half its requests so). So a connection with bytes waiting
-  unread on its socket (FIONREAD; Windows cannot say) does not give way, nor one still
-  sending an answer.
+  benchmarks/bench_abuse.py lost half its requests so). So a connection whose bytes waiting
+  unread on its socket end a head (FIONREAD, then a peek; Windows cannot say) does not give
+  way, nor one still sending an answer its client reads. Any byte waiting once saved one: then
+  a burst of new tricklers, each with a byte waiting, filled every slot within one turn of
+  the loop and the client behind them was refused (giving_way.py tells it).
 - **The reserve.** When every slot has a request in flight, a new connection takes one of
   `operator_reserve` more, on which only requests with the operator token (guard.py) are
   served: this user's CLI and tray. Any other request there is a 503, and its connection
@@ -54,33 +76,24 @@ seconds (a line per socket would let an attack flood the log); routine closes at
 from __future__ import annotations
 
 import asyncio
-import enum
-import itertools
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
 from localserve.ground.settings import Settings
 from localserve.server.http.errors import RETRY_AFTER_S, Refused
+from localserve.server.http.giving_way import Conn, State, victims
 from localserve.server.http.guard import GUARD, Handler
-from localserve.server.http.peers import client_group, loopback, unread
+from localserve.server.http.peers import client_group, loopback
 
 log = logging.getLogger(__name__)
 
 REPORT_S = 10.0
 _END_OF_HEAD = b"\r\n\r\n"
-
-# A body slower than this, this long after its head, is stalled (bytes a second, seconds).
-# Clients write a body right behind its head; a grace of a second let an attack that reopens
-# its sockets every second keep hundreds inside it, so only waiting keep-alive connections,
-# about to carry a client's next request, were left to give way (bench_abuse lost requests).
-MIN_BODY_RATE = 1024.0
-STALL_GRACE_S = 0.25
 
 _BUSY = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
@@ -96,50 +109,18 @@ _SLOW_BODY = json.dumps(
 ).encode()
 _STALLED = _TIMEOUT % (len(_SLOW_BODY), _SLOW_BODY)
 # Why connections were closed or refused, as the summary line words them. Only what happens
-# under pressure or to a stalled client is summed up: a keep-alive connection left idle, or
-# one a browser opened ahead and never used, closes every day (logged at DEBUG).
+# under pressure, or to a client that stalls or reads none of its answer, is summed up: a
+# keep-alive connection left idle, or one a browser opened ahead and never used, closes every
+# day (logged at DEBUG).
 _REASONS = {
     "evicted": "idle closed to make room",
     "stalled": "stalled bodies closed to make room",
+    "unread": "unread answers closed to make room",
+    "write_timeout": "answers left unread past write_timeout",
     "header_timeout": "heads not in within header_timeout",
     "refused": "refused with every connection busy",
     "reserve": "requests refused on the operator's reserve",
 }
-
-
-class State(enum.Enum):
-    WAITING = "waiting"
-    HEADING = "heading"
-    BUSY = "busy"
-
-
-@dataclass(eq=False)
-class Conn:
-    transport: asyncio.Transport
-    group: str  # the client address whose share it counts in
-    reserved: bool  # in the operator's reserve
-    since: int  # when it entered its state, as a ticket: the oldest has the lowest
-    state: State = State.HEADING
-    heard: bool = False  # bytes of the current head have arrived
-    tail: bytes = b""  # the current head's last bytes so far, to find its end across reads
-    handled: bool = False  # a handler runs for it (the middleware says)
-    body: Any = None  # the request's body stream while its handler runs (aiohttp's reader)
-    body_from: float = 0.0  # when the head ended (the loop's clock)
-    body_bytes: int = 0  # what arrived since
-    pending: int = 0  # output still unsent at the last idle check
-    timer: asyncio.TimerHandle | None = None
-    alive: bool = True
-
-    @property
-    def idle(self) -> bool:
-        return self.alive and self.state is not State.BUSY
-
-    def body_rate(self, now: float) -> float | None:
-        """Bytes a second of a body still arriving past the grace; None if it is no such."""
-        waited = now - self.body_from
-        if not self.alive or self.body is None or self.body.is_eof() or waited < STALL_GRACE_S:
-            return None
-        return self.body_bytes / waited
 
 
 class Connections:
@@ -150,9 +131,12 @@ class Connections:
         self._conns: dict[asyncio.BaseTransport, Conn] = {}
         self._groups: dict[str, set[Conn]] = {}  # the ordinary connections of each address
         self._reserve: set[Conn] = set()
+        # Heading and waiting connections in the order they entered their state, the oldest
+        # first (a dict keeps its order): the order they give way in, without a sort.
+        self._idle: dict[Conn, None] = {}
+        self._busy: set[Conn] = set()
         self._tally: Counter[str] = Counter()
         self._report: asyncio.TimerHandle | None = None
-        self._tickets = itertools.count()
 
     def __len__(self) -> int:
         return len(self._conns)
@@ -178,8 +162,9 @@ class Connections:
             transport.close()
             self._count("refused")
             return None
-        conn = Conn(transport, group, reserved, next(self._tickets))
+        conn = Conn(transport, group, reserved, asyncio.get_running_loop().time())
         self._conns[transport] = conn
+        self._idle[conn] = None
         if reserved:
             self._reserve.add(conn)
         else:
@@ -195,14 +180,16 @@ class Connections:
             conn.body_bytes += len(data)
             return
         if conn.state is State.WAITING:
-            conn.state, conn.since = State.HEADING, next(self._tickets)
+            self._enter(conn, State.HEADING)
+            conn.began = asyncio.get_running_loop().time()
             self._arm(conn, self.settings.header_timeout)
         conn.heard = True
         if _END_OF_HEAD in data or _END_OF_HEAD in conn.tail + data[:3]:
             # Busy, but the head's deadline stays until a handler starts: the blank line may
             # be a body's that aiohttp reads past (a request it answered without reading it),
             # and no handler will ever mark this connection waiting again.
-            conn.state, conn.heard, conn.tail = State.BUSY, False, b""
+            self._enter(conn, State.BUSY)
+            conn.heard, conn.tail = False, b""
             conn.body_from = asyncio.get_running_loop().time()
             conn.body_bytes = len(data) - (data.find(_END_OF_HEAD) + len(_END_OF_HEAD))
         else:
@@ -210,8 +197,9 @@ class Connections:
 
     def started(self, conn: Conn, body: Any = None) -> None:
         """A request's handler starts; `body` is its stream, if the request has a body."""
-        conn.state, conn.heard, conn.tail, conn.handled = State.BUSY, False, b"", True
-        conn.body = body
+        if conn.alive:
+            self._enter(conn, State.BUSY)
+        conn.heard, conn.tail, conn.handled, conn.body = False, b"", True, body
         if not conn.body_from:  # its head's end was not seen (a test's client)
             conn.body_from = asyncio.get_running_loop().time()
         self._arm(conn, 0)
@@ -221,11 +209,33 @@ class Connections:
         conn.handled, conn.body, conn.body_from = False, None, 0.0
         if not conn.alive:
             return
-        conn.state, conn.since, conn.pending = State.WAITING, next(self._tickets), 0
+        self._enter(conn, State.WAITING)
+        conn.unread(asyncio.get_running_loop().time())  # what of its answer is still to leave
         self._arm(conn, self.settings.idle_timeout)
+
+    def writing(self, conn: Conn, *, paused: bool) -> None:
+        """Its transport's output rose past the high-water mark (the handler now waits for
+        the client to read), or drained below the low one (the client reads)."""
+        conn.paused = paused
+        if not conn.alive or not conn.handled:
+            return
+        now = asyncio.get_running_loop().time()
+        since = conn.unread(now)
+        if since is not None and self.settings.write_timeout > 0:
+            self._arm(conn, since + self.settings.write_timeout - now)
 
     def lost(self, conn: Conn) -> None:
         self._drop(conn)
+
+    def _enter(self, conn: Conn, state: State) -> None:
+        """`conn` now in `state`, the newest of it."""
+        conn.state = state
+        self._idle.pop(conn, None)
+        self._busy.discard(conn)
+        if state is State.BUSY:
+            self._busy.add(conn)
+        else:
+            self._idle[conn] = None
 
     def refused_on_reserve(self) -> None:
         self._count("reserve")
@@ -238,36 +248,25 @@ class Connections:
         settings = self.settings
         share = self._groups.get(group, set())
         cap = 0 if loopback(group) else settings.max_connections_per_address
-        if cap and len(share) >= cap and not self._evict(share):
+        if cap and len(share) >= cap and not self._evict(share.__contains__):
             return False
         if len(self._conns) - len(self._reserve) < settings.max_connections:
             return True
-        return self._evict(c for c in self._conns.values() if not c.reserved)
+        return self._evict(lambda c: not c.reserved)
 
     def _make_reserve_room(self) -> bool:
         if len(self._reserve) < self.settings.operator_reserve:
             return True
-        return self._evict(self._reserve)
+        return self._evict(lambda c: c.reserved)
 
-    def _evict(self, members: Iterable[Conn]) -> bool:
-        """Close the connection of `members` that has made the least progress and may give
-        way: the oldest heading, else the slowest stalled, else the oldest waiting (a client
-        may be sending its next request down it as it closes); False if none may."""
-        members = [c for c in members if c.alive]
+    def _evict(self, within: Callable[[Conn], bool]) -> bool:
+        """Close the connection `within` the scope that holds least and may give way (the
+        order is giving_way.py's); False if none may."""
         now = asyncio.get_running_loop().time()
-        rates = [(rate, c) for c in members if (rate := c.body_rate(now)) is not None]
-        by_age = sorted((c for c in members if c.idle), key=lambda c: c.since)
-        order = [c for c in by_age if c.state is State.HEADING]
-        order += [c for rate, c in sorted(rates, key=lambda rc: rc[0]) if rate < MIN_BODY_RATE]
-        order += [c for c in by_age if c.state is State.WAITING]
-        for victim in order:
-            transport = victim.transport
-            if transport.get_write_buffer_size() or unread(transport):
-                continue
-            if victim.idle:
-                self._close(victim, "evicted")
-            else:
-                self._close(victim, "stalled", _STALLED)
+        idle = [c for c in self._idle if within(c)]
+        busy = [c for c in self._busy if within(c)]
+        for victim, reason in victims(idle, busy, now):
+            self._close(victim, reason, _STALLED if reason == "stalled" else None)
             return True
         return False
 
@@ -282,7 +281,17 @@ class Connections:
 
     def _expire(self, conn: Conn) -> None:
         conn.timer = None
-        if conn.state is State.BUSY:  # its head seemed in, yet no handler came
+        now = asyncio.get_running_loop().time()
+        if conn.state is State.BUSY and conn.handled:  # armed as its output stopped leaving
+            since = conn.unread(now)
+            if since is None:  # it left again; the next pause arms this anew
+                return
+            left = since + self.settings.write_timeout - now
+            if left > 0:  # some of it left since (the client reads, slowly)
+                self._arm(conn, left)
+            else:
+                self._close(conn, "write_timeout")
+        elif conn.state is State.BUSY:  # its head seemed in, yet no handler came
             self._close(conn, "no request within header_timeout")
         elif conn.state is State.HEADING and not conn.heard:
             self._close(conn, "nothing sent within header_timeout")
@@ -295,10 +304,10 @@ class Connections:
             ).encode()
             self._close(conn, "header_timeout", _TIMEOUT % (len(body), body))
         elif conn.state is State.WAITING:
-            pending = conn.transport.get_write_buffer_size()
-            if pending and pending != conn.pending:  # an answer still leaving as it is read
-                conn.pending = pending
-                self._arm(conn, self.settings.idle_timeout)
+            since = conn.unread(now)
+            if since is not None and now - since < self.settings.idle_timeout:
+                # An answer still leaving as it is read: some of it left since the last look.
+                self._arm(conn, since + self.settings.idle_timeout - now)
                 return
             self._close(conn, "idle past idle_timeout")
 
@@ -323,6 +332,8 @@ class Connections:
         conn.alive = False
         self._arm(conn, 0)
         self._conns.pop(conn.transport, None)
+        self._idle.pop(conn, None)
+        self._busy.discard(conn)
         if conn.reserved:
             self._reserve.discard(conn)
             return

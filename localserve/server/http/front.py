@@ -23,7 +23,8 @@ import sys
 
 from aiohttp import web
 
-from localserve.server.http.connections import Conn, Connections
+from localserve.server.http.connections import Connections
+from localserve.server.http.giving_way import Conn
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +70,17 @@ class Front(asyncio.Protocol):
         if self._handler is not None:
             self._handler.connection_lost(exc)
 
+    # The client reads slower than its answer is written, or reads again: the table times
+    # how long an answer waits unread (connections.py, "Slow readers").
     def pause_writing(self) -> None:
+        if self._conn is not None:
+            self._table.writing(self._conn, paused=True)
         if self._handler is not None:
             self._handler.pause_writing()
 
     def resume_writing(self) -> None:
+        if self._conn is not None:
+            self._table.writing(self._conn, paused=False)
         if self._handler is not None:
             self._handler.resume_writing()
 

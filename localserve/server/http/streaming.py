@@ -5,10 +5,19 @@ While a long prompt prefills nothing else would be written for seconds or minute
 time out on a silent stream: every KEEPALIVE_S with nothing new, a stream gets an SSE comment,
 which every SSE reader skips (Lemonade sends `: ping` every second; Ollama's NDJSON has no such
 line, so its streams get none).
+
+A file is sent through the transport a chunk at a time (`send_file`), not by aiohttp's
+FileResponse: its sendfile writes around the transport, so a client that reads none of a
+download would hold its handler unseen by the connection table (connections.py, "Slow
+readers"), which sees a client's reading by the transport's buffer.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -63,3 +72,31 @@ async def send_line(response: web.StreamResponse, payload: dict[str, Any]) -> No
 async def send_done(response: web.StreamResponse) -> None:
     await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
+
+
+FILE_CHUNK = 1 << 16  # bytes read (on a thread) and written at a time
+
+
+async def send_file(
+    request: web.Request, path: Path, headers: Mapping[str, str]
+) -> web.StreamResponse:
+    """The bytes of `path` as the answer, with its length; FileNotFoundError if it is gone.
+    The file must not change while it is sent (the file store's are renamed into place whole).
+
+    Its end is left to aiohttp, after the handler returns: a client that closes as soon as
+    it has every byte (urllib does) would otherwise cut the handler short in `write_eof`, and
+    the request's log line would read 499, as for a client that left."""
+    file = await asyncio.to_thread(path.open, "rb")
+    try:
+        response = web.StreamResponse(headers=headers)
+        left = response.content_length = os.fstat(file.fileno()).st_size
+        await response.prepare(request)
+        while left > 0 and request.method != "HEAD":
+            chunk = await asyncio.to_thread(file.read, min(FILE_CHUNK, left))
+            if not chunk:  # it shrank after all: cut the answer short, as a client that left
+                raise ConnectionResetError(f"{path} shrank as it was sent")
+            left -= len(chunk)
+            await response.write(chunk)
+        return response
+    finally:
+        file.close()

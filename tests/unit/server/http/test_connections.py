@@ -5,12 +5,14 @@ tests/live/test_connections.py; a non-loopback client cannot be made there)."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from typing import Any
 
 import pytest
 
 from localserve.ground.settings import Settings
 from localserve.server.http.connections import Connections
+from localserve.server.http.giving_way import UNREAD_GRACE_S
 from localserve.server.http.peers import client_group
 
 
@@ -105,3 +107,104 @@ def test_a_stalled_body_gives_way_before_an_older_waiting_keep_alive_connection(
         return waiting.closed, stalled.closed
 
     assert asyncio.run(run()) == (False, True)
+
+
+class Peer(Socket):
+    """A transport over one end of a real socket pair, so that what waits unread on it is
+    real; the other end is the client's."""
+
+    def __init__(self) -> None:
+        super().__init__("127.0.0.1")
+        self.sock, self.client = socket.socketpair()
+
+    def get_extra_info(self, name: str) -> Any:
+        return self.sock if name == "socket" else super().get_extra_info(name)
+
+
+class Writer(Socket):
+    """A transport with `size` bytes of output waiting unsent."""
+
+    size = 0
+
+    def get_write_buffer_size(self) -> int:
+        return self.size
+
+
+def test_a_trickler_with_a_byte_waiting_unread_still_gives_way() -> None:
+    async def run() -> tuple[bool, bool]:
+        table = Connections(Settings(max_connections=2))
+        trickler, client = Peer(), Peer()
+        table.open(trickler)  # type: ignore[arg-type]
+        table.open(client)  # type: ignore[arg-type]
+        trickler.client.send(b"G")  # a head's first byte, not yet read by the loop
+        client.client.send(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        table.open(Socket("127.0.0.1"))  # type: ignore[arg-type]
+        return trickler.closed, client.closed
+
+    assert asyncio.run(run()) == (True, False)
+
+
+def test_a_connection_whose_waiting_bytes_end_a_head_does_not_give_way() -> None:
+    async def run() -> tuple[bool, Any]:
+        table = Connections(Settings(max_connections=1, operator_reserve=0))
+        client = Peer()
+        table.open(client)  # type: ignore[arg-type]
+        client.client.send(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        return client.closed, table.open(Socket("127.0.0.1"))  # type: ignore[arg-type]
+
+    assert asyncio.run(run()) == (False, None)
+
+
+def test_an_unread_answer_gives_way_before_an_older_waiting_keep_alive_connection() -> None:
+    async def run() -> tuple[bool, bool]:
+        table = Connections(Settings(max_connections=2))
+        waiting, unread = Socket("127.0.0.1"), Writer("127.0.0.1")
+        first, second = table.open(waiting), table.open(unread)  # type: ignore[arg-type]
+        assert first is not None and second is not None
+        table.started(first)
+        table.finished(first)
+        table.started(second)
+        unread.size = 100_000
+        table.writing(second, paused=True)  # the handler now waits for its client to read
+        assert second.out_since is not None
+        second.out_since -= UNREAD_GRACE_S  # and has waited so, unread, past the grace
+        table.open(Socket("127.0.0.1"))  # type: ignore[arg-type]
+        return waiting.closed, unread.closed
+
+    assert asyncio.run(run()) == (False, True)
+
+
+def test_an_answer_its_client_reads_does_not_give_way() -> None:
+    async def run() -> bool:
+        table = Connections(Settings(max_connections=1, operator_reserve=0))
+        reading = Writer("127.0.0.1")
+        conn = table.open(reading)  # type: ignore[arg-type]
+        assert conn is not None
+        table.started(conn)
+        reading.size = 100_000
+        table.writing(conn, paused=True)
+        assert conn.out_since is not None
+        conn.out_since -= UNREAD_GRACE_S
+        reading.size = 60_000  # some of it left: the client reads
+        table.open(Socket("127.0.0.1"))  # type: ignore[arg-type]
+        return reading.closed
+
+    assert asyncio.run(run()) is False
+
+
+def test_an_unread_answer_gives_way_before_a_connection_that_has_just_opened() -> None:
+    async def run() -> tuple[bool, bool]:
+        table = Connections(Settings(max_connections=2))
+        unread, fresh = Writer("127.0.0.1"), Socket("127.0.0.1")
+        conn = table.open(unread)  # type: ignore[arg-type]
+        assert conn is not None
+        table.started(conn)
+        unread.size = 100_000
+        table.writing(conn, paused=True)
+        assert conn.out_since is not None
+        conn.out_since -= UNREAD_GRACE_S
+        table.open(fresh)  # type: ignore[arg-type]  # its client's head may be on its way
+        table.open(Socket("127.0.0.1"))  # type: ignore[arg-type]
+        return unread.closed, fresh.closed
+
+    assert asyncio.run(run()) == (True, False)
