@@ -8,6 +8,7 @@ import llama_cpp as ll
 
 from localserve.formats.gguf import quantization
 from localserve.ground.model import ModelInfo
+from localserve.ground.token_floor import TokenFloor, vocabulary_floor
 
 
 def model_info(
@@ -41,6 +42,7 @@ def model_info(
         fim_repo=(int(ll.llama_vocab_fim_rep(vocab)), int(ll.llama_vocab_fim_sep(vocab))),
         kv_cache_type=kv[0],
         flash_attention=kv[1],
+        token_floor=_token_floor(model, vocab),
     )
 
 
@@ -49,6 +51,19 @@ def meta(model: ll.llama_model_p, key: str) -> str | None:
     buf = ctypes.create_string_buffer(256)
     n = ll.llama_model_meta_val_str(model, key.encode(), buf, len(buf))
     return buf.value.decode("utf-8", errors="replace") if n >= 0 else None
+
+
+def _token_floor(model: ll.llama_model_p, vocab: ll.llama_vocab_p) -> TokenFloor | None:
+    """The vocabulary's floor (ground/token_floor.py), from every token's text and attributes:
+    a pass over the vocabulary at load: 0.15 s for SmolLM2's 49k tokens, 0.56 s for Gemma 3's
+    262k, on a loaded 2-core machine."""
+    n = int(ll.llama_vocab_n_tokens(vocab))
+    text, attr = ll.llama_vocab_get_text, ll.llama_vocab_get_attr
+    strip = ll.LLAMA_TOKEN_ATTR_LSTRIP | ll.LLAMA_TOKEN_ATTR_RSTRIP
+    strips_space = any(attr(vocab, t) & strip for t in range(n))
+    texts = (text(vocab, t) or b"" for t in range(n))
+    tokenizer = meta(model, "tokenizer.ggml.model") or ""
+    return vocabulary_floor(tokenizer, meta(model, "tokenizer.ggml.pre") or "", texts, strips_space)
 
 
 def _fim_tokens(vocab: ll.llama_vocab_p) -> tuple[int, int, int] | None:

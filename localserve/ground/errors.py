@@ -26,9 +26,13 @@ class ModelNotFound(EngineError):
 class ContextOverflow(BadRequest):
     """The prompt does not fit a slot's context window."""
 
-    def __init__(self, prompt_tokens: int, context: int, param: str = "prompt") -> None:
+    def __init__(
+        self, prompt_tokens: int, context: int, param: str = "prompt", at_least: bool = False
+    ) -> None:
+        # `at_least`: a count known without tokenizing (ground/token_floor.py), a lower bound.
+        count = f"at least {prompt_tokens}" if at_least else str(prompt_tokens)
         super().__init__(
-            f"the prompt has {prompt_tokens} tokens, but this model's context per slot is "
+            f"the prompt has {count} tokens, but this model's context per slot is "
             f"{context} tokens; shorten the prompt or start the server with a larger --ctx",
             param=param,
         )

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from localserve.ground.token_floor import TokenFloor
+
 
 @dataclass(frozen=True)
 class ModelRef:
@@ -70,3 +72,6 @@ class ModelInfo:
     # The KV cache's type and flash attention as loaded (ground/kv_cache.py); ONNX: its own.
     kv_cache_type: str = "f16"
     flash_attention: str = "auto"
+    # The fewest tokens a text can be, known without tokenizing it; None: its tokenizer has no
+    # such bound (ground/token_floor.py).
+    token_floor: TokenFloor | None = None

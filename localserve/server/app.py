@@ -15,6 +15,7 @@ from localserve.server import embeddings, ui
 from localserve.server.admin import api as admin
 from localserve.server.anthropic import api as anthropic
 from localserve.server.batches import routes as batches
+from localserve.server.batches import upload as batch_upload
 from localserve.server.http import connections, grammars, guard, metrics, request_log
 from localserve.server.http.errors import error_response
 from localserve.server.http.state import MANAGER
@@ -99,6 +100,7 @@ def build_app(manager: ModelManager, upstreams: tuple[UpstreamConfig, ...] = ())
     ollama.add_routes(app)
     embeddings.add_routes(app)
     batches.install(app, settings)
+    batch_upload.install(app)
     store.add_routes(app)
     infill.add_routes(app)
     openapi.add_routes(app)

@@ -166,14 +166,9 @@ def test_the_fuzzing_reached_every_route_and_the_daemon_survived(live: str, fuzz
     assert daemons.health(live) is not None
 
 
-# What the fuzzing found that is not fixed yet: each marked, to fail (strict) once it is.
+# What the fuzzing found at the default body limit, which the fuzzed daemon lowers.
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #57: the engine worker tokenizes the whole prompt before refusing it for "
-    "the context, ~35 s for 16 MiB on 2 cores, and the model's other requests wait meanwhile",
-)
 def test_a_prompt_as_large_as_the_default_body_limit_holds_up_no_other_request() -> None:
     """A prompt of one character repeated to the default max_body (16 MiB, the fuzzed daemon's
     is lowered) is answered within CASE_BOUND_S, and short completions sent meanwhile each

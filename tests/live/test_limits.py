@@ -35,6 +35,8 @@ def small(daemon_factory) -> str:
             "1",
             "--max-connections",
             "8",
+            "--max-json-containers",
+            "100",
         ]
     )
     return url
@@ -68,6 +70,32 @@ def test_json_nested_too_deep_is_a_400(daemon_url, depth) -> None:
     body = ("[" * depth + "]" * depth).encode()
     status, _, answer = raw_request(f"{daemon_url}/api/chat", "POST", body)
     assert status == 400 and "deeper" in answer["error"]
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/api/chat", "/v1/messages"])
+def test_more_json_containers_than_max_json_containers_is_a_413_in_the_faces_shape(
+    small, path
+) -> None:
+    body = json.dumps({"model": MODEL, "max_tokens": 4, "messages": ASK * 200}).encode()
+    status, _, answer = raw_request(f"{small}{path}", "POST", body)
+    assert status == 413, answer
+    if path == "/api/chat":
+        assert set(answer) == {"error"} and "(max_json_containers)" in answer["error"]
+    elif path == "/v1/messages":
+        assert answer["type"] == "error" and "(max_json_containers)" in answer["error"]["message"]
+    else:
+        assert answer["error"]["code"] == "max_json_containers"
+        assert answer["error"]["message"].startswith("the request body holds 202 JSON arrays")
+
+
+def test_token_ids_past_a_slots_context_are_refused_as_a_context_overflow(daemon_url) -> None:
+    # Refused before a walk over the ids: a body's worth of them held the loop for seconds.
+    prompt = [1] * 1_000_000
+    status, answer = post_json(
+        f"{daemon_url}/v1/completions", {"model": MODEL, "prompt": prompt, "max_tokens": 1}
+    )
+    assert status == 400 and answer["error"]["code"] == "context_length_exceeded"
+    assert "the prompt has 1000000 tokens" in answer["error"]["message"]
 
 
 def test_a_body_that_trickles_in_is_cut_off_with_a_408(small) -> None:

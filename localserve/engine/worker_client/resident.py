@@ -15,9 +15,10 @@ import numpy as np
 from localserve.engine.worker_client.placement import Placement
 from localserve.engine.worker_client.runner import Runner
 from localserve.engine.worker_client.stream import RequestStream
-from localserve.ground.errors import BadRequest
+from localserve.ground.errors import BadRequest, ContextOverflow
 from localserve.ground.model import ModelInfo
 from localserve.ground.sampling import SamplingParams
+from localserve.ground.token_floor import check_fits
 
 
 class ResidentModel:
@@ -61,14 +62,49 @@ class ResidentModel:
     async def encode_text(self, text: str) -> list[int]:
         return await self._tokenize(text, True)
 
+    async def encode_prompt(
+        self, text: str, field: str = "prompt", add_special: bool = True
+    ) -> list[int]:
+        """A prompt's text tokenized, or ContextOverflow where it cannot fit a slot with its first
+        new token, as the worker's submit refuses it: before any of it is tokenized where its
+        floor is past the slot (ground/token_floor.py). A face that cuts a prompt to a window,
+        as Ollama's do, reads it whole with encode_text instead."""
+        n_ctx = self.info.n_ctx_slot
+
+        def tokenize() -> list[int]:
+            # In the thread: the floor reads the text's bytes once, milliseconds for 16 MiB.
+            check_fits(self.info.token_floor, text, n_ctx, 1, field)
+            (tokens,) = self.runner.tokenize([text], add_special)
+            if len(tokens) + 1 > n_ctx:
+                raise ContextOverflow(len(tokens), n_ctx, field)
+            return tokens
+
+        return await asyncio.get_running_loop().run_in_executor(None, tokenize)
+
+    def may_overflow(self, text: str) -> bool:
+        """Whether `text` may be too long for a slot, told without reading it: up to 4 bytes a
+        character, and about a token a byte at most (and a BOS and EOS). Only what is counted
+        first rests on it: a text this misjudges is still refused when it is queued."""
+        return 4 * len(text) + 3 > self.info.n_ctx_slot
+
     async def encode_piece(self, text: str) -> list[int]:
         """Text that goes after other tokens: no BOS."""
         return await self._tokenize(text, False)
 
-    async def encode_texts(self, texts: list[str], field: str = "input") -> list[list[int]]:
-        """Many texts in one trip to a worker thread, as an embeddings request sends them."""
-        loop = asyncio.get_running_loop()
-        tokens = await loop.run_in_executor(None, self.runner.tokenize, texts, True)
+    async def encode_texts(
+        self, texts: list[str], field: str = "input", within: int | None = None
+    ) -> list[list[int]]:
+        """Many texts in one trip to a worker thread, as an embeddings request sends them.
+        `within`: ContextOverflow, before any is tokenized, for a text whose floor is past that
+        many tokens (a face that refuses an input longer than the context, not one that cuts)."""
+
+        def tokenize() -> list[list[int]]:
+            if within is not None:
+                for text in texts:
+                    check_fits(self.info.token_floor, text, within, 0, field)
+            return self.runner.tokenize(texts, True)
+
+        tokens = await asyncio.get_running_loop().run_in_executor(None, tokenize)
         empty = next((i for i, t in enumerate(tokens) if not t), None)
         if empty is not None:
             raise BadRequest(f"input {empty} is empty", field)

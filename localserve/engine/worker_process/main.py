@@ -3,8 +3,9 @@
 `python -m localserve.engine.worker_process.main --device cpu --fd N --settings JSON` serves
 the daemon over the socket `N` (ground/messages.py). The main thread reads asks and answers
 them; loads and unloads run on threads of their own so that a load of seconds never holds up
-the submits of the models already serving; the device's engine thread steps every resident
-model in turn and sends one `Step` per step. A native fault here (SIGILL, an abort, a segfault,
+the submits of the models already serving, and so do the asks that may take long (a long text,
+a grammar to compile: slow_asks.py); the device's engine thread steps every resident model in
+turn and sends one `Step` per step. A native fault here (SIGILL, an abort, a segfault,
 the OOM killer) ends this process only: the daemon sees the socket close and tells the requests
 in flight.
 
@@ -22,7 +23,8 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import msgspec
@@ -35,9 +37,11 @@ from localserve.engine.batching.sequence import Sequence
 from localserve.engine.worker_process.device_loop import DeviceLoop
 from localserve.engine.worker_process.faults import SERVING_FAULTS, Fault
 from localserve.engine.worker_process.runtimes import Built, build_model
+from localserve.engine.worker_process.slow_asks import SlowLane, may_take_long
 from localserve.ground import messages as m
-from localserve.ground.errors import BadRequest, EngineError, ModelNotFound
+from localserve.ground.errors import BadRequest, ContextOverflow, EngineError, ModelNotFound
 from localserve.ground.settings import Settings
+from localserve.ground.token_floor import check_fits
 
 log = logging.getLogger("localserve.worker")
 
@@ -75,6 +79,7 @@ class ResidentBatcher:
         self.name = name
         self.built = built
         self.batcher: Batcher = built.batcher
+        self.users = 0  # asks reading its backend now: its unload waits for them (Worker._using)
 
     def attach(self, wake: Callable[[], None]) -> None:
         self.batcher.attach(wake)
@@ -135,6 +140,8 @@ class Worker:
         self._sequences: dict[tuple[str, int], Sequence] = {}
         self._jobs: dict[tuple[str, int], EmbeddingJob] = {}
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # a model's last ask done with it
+        self._slow = SlowLane()  # long tokenizing and compiles, off the main thread
         self._steps = 0
         self._fault = Fault.from_env(os.environ)  # off unless a test sets it
         self._extra_bufts_models: set[str] = set()
@@ -155,9 +162,9 @@ class Worker:
             done = self._unloading[message.model] = threading.Event()
             self._in_thread(message.ref, lambda: self._unload(message.model, done))
         elif isinstance(message, m.Tokenize):
-            self._answer(message.ref, lambda: self._tokenize(message))
+            self._answer_by_cost(message, lambda: self._tokenize(message))
         elif isinstance(message, m.Submit):
-            self._answer(message.ref, lambda: self._submit(message))
+            self._answer_by_cost(message, lambda: self._submit(message))
         elif isinstance(message, m.Embed):
             self._answer(message.ref, lambda: self._embed(message))
         elif isinstance(message, m.Cancel):
@@ -195,6 +202,9 @@ class Worker:
         try:
             with self._lock:
                 resident = self.models.pop(name, None)
+                # An ask still reading its vocabulary (a slow tokenizing) would read freed memory.
+                while resident is not None and resident.users:
+                    self._idle.wait()
             if resident is not None:
                 self._close(name, resident)
         finally:
@@ -216,22 +226,43 @@ class Worker:
         self._extra_bufts_models.discard(name)
 
     def _tokenize(self, message: m.Tokenize) -> list[list[int]]:
-        backend = self._model(message.model).built.backend
-        return [backend.tokenize(text, message.add_special) for text in message.texts]
+        with self._using(message.model) as resident:
+            backend = resident.built.backend
+            return [backend.tokenize(text, message.add_special) for text in message.texts]
 
     def _submit(self, message: m.Submit) -> m.Submitted:
-        resident = self._model(message.model)
+        key = (message.model, message.seq)
+        try:
+            with self._using(message.model) as resident:
+                return self._queue(resident, message)
+        finally:
+            with self._lock:
+                self._slow.done(key)
+
+    def _queue(self, resident: ResidentBatcher, message: m.Submit) -> m.Submitted:
         backend = resident.built.backend
+        n_ctx, field = backend.info.n_ctx_slot, message.prompt_field
+        prompt = message.prompt
+        if not prompt:
+            # A text that cannot fit, whatever its tokens, is refused before it is read
+            # (ground/token_floor.py): 16 MiB took a worker thread 14 to 35 s to tokenize.
+            check_fits(backend.info.token_floor, message.text, n_ctx, 1, field)
+            prompt = backend.tokenize(message.text, message.add_special)
+        if not prompt:
+            raise BadRequest("the prompt is empty", field)
+        # The batcher's admission refuses the same (a slot keeps a cell for the first new
+        # token): checked first here, so that a prompt that cannot fit compiles no grammar.
+        if len(prompt) + 1 > n_ctx:
+            raise ContextOverflow(len(prompt), n_ctx, field)
         # What the backend's sampler cannot honour is a 400 naming the field, before the
         # Submitted reply, so before anything streams.
         backend.check_sampling(message.params)
-        prompt = message.prompt or backend.tokenize(message.text, message.add_special)
-        if not prompt:
-            raise BadRequest("the prompt is empty", message.prompt_field)
-        cap = message.params.answer_cap(len(prompt), backend.info.n_ctx_slot)
+        cap = message.params.answer_cap(len(prompt), n_ctx)
         seq = Sequence(prompt, message.params, cap)
         seq.id = message.seq
         with self._lock:
+            if (message.model, seq.id) in self._slow.cancelled_early:
+                raise EngineError("the client left before its prompt was queued")
             self._sequences[(message.model, seq.id)] = seq
         try:
             resident.batcher.submit(seq, message.prompt_field)
@@ -241,26 +272,30 @@ class Worker:
         return m.Submitted(len(prompt), prompt if message.want_tokens else [])
 
     def _embed(self, message: m.Embed) -> None:
-        resident = self._model(message.model)
-        if not isinstance(resident.batcher, Embedder):
-            raise BadRequest(f"model '{message.model}' does not support embeddings", "model")
-        job = EmbeddingJob(message.inputs, id=message.job, background=message.background)
-        with self._lock:
-            self._jobs[(message.model, job.id)] = job
-        try:
-            resident.batcher.submit_embedding(job)
-        except BaseException:
-            self.forget_job(message.model, job.id)
-            raise
+        with self._using(message.model) as resident:
+            batcher = resident.batcher
+            if not isinstance(batcher, Embedder):
+                raise BadRequest(f"model '{message.model}' does not support embeddings", "model")
+            job = EmbeddingJob(message.inputs, id=message.job, background=message.background)
+            with self._lock:
+                self._jobs[(message.model, job.id)] = job
+            try:
+                batcher.submit_embedding(job)
+            except BaseException:
+                self.forget_job(message.model, job.id)
+                raise
 
     def _cancel(self, message: m.Cancel) -> None:
         with self._lock:
             resident = self.models.get(message.model)
+            key = (message.model, message.seq)
             request: Any = (
-                self._sequences.pop((message.model, message.seq), None)
+                self._sequences.pop(key, None)
                 if message.seq
                 else self._jobs.pop((message.model, message.job), None)
             )
+            if message.seq and request is None:
+                self._slow.cancel_early(key)  # its submit, on a slow thread, queues nothing
         if resident is not None and request is not None:
             resident.batcher.cancel(request)
 
@@ -293,12 +328,21 @@ class Worker:
         if self._fault.kind:
             self._fault.at(self._steps, bool(self._extra_bufts_models))
 
-    def _model(self, name: str) -> ResidentBatcher:
+    @contextmanager
+    def _using(self, name: str) -> Iterator[ResidentBatcher]:
+        """The model, its backend kept open (an unload waits) until the ask is done with it."""
         with self._lock:
             resident = self.models.get(name)
-        if resident is None:
-            raise ModelNotFound(name, f"it is not loaded on the {self.device} engine")
-        return resident
+            if resident is None:
+                raise ModelNotFound(name, f"it is not loaded on the {self.device} engine")
+            resident.users += 1
+        try:
+            yield resident
+        finally:
+            with self._lock:
+                resident.users -= 1
+                if not resident.users:
+                    self._idle.notify_all()
 
     def _answer(self, ref: int, ask: Callable[[], Any]) -> None:
         try:
@@ -309,6 +353,16 @@ class Worker:
             self.conn.send(m.Reply(ref, error=failure(exc)))
         else:
             self.conn.send(m.Reply(ref, value))
+
+    def _answer_by_cost(self, message: m.Tokenize | m.Submit, ask: Callable[[], Any]) -> None:
+        """Answer now, or on a slow thread when the ask may take long (slow_asks.py)."""
+        if not may_take_long(message):
+            self._answer(message.ref, ask)
+            return
+        if isinstance(message, m.Submit):
+            with self._lock:
+                self._slow.submitting.add((message.model, message.seq))
+        self._slow.submit(lambda: self._answer(message.ref, ask))
 
     def _in_thread(self, ref: int, ask: Callable[[], Any]) -> None:
         threading.Thread(target=self._answer, args=(ref, ask), daemon=True).start()

@@ -1,10 +1,18 @@
 """POST /v1/files: a multipart upload (`purpose` and `file`), streamed to disk within
 `batch_file_size`, then checked line by line before it is kept. Nothing of a refused upload
-stays."""
+stays.
+
+The check parses every line, and `json.loads` holds the GIL for a whole line: in a thread, one
+16 MiB line of token ids held the event loop 1.5 s. So it runs in a child process of its own
+(LineChecker), which hands back only its verdict: the count, or the BadRequest naming the line.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from aiohttp import BodyPartReader, web
@@ -13,12 +21,60 @@ from aiohttp.http_exceptions import HttpProcessingError
 from localserve.ground.errors import BadRequest
 from localserve.ground.settings import Settings
 from localserve.ground.units import format_size
+from localserve.server.batches import line_child
 from localserve.server.batches.files import BATCH, FileStore, StoredFile
-from localserve.server.batches.lines import check_file
 from localserve.server.http.errors import Refused
 
 CHUNK = 1 << 16
 MAX_FIELD = 1024  # bytes of a form field other than the file (`purpose`)
+
+
+class LineChecker:
+    """Uploaded files' lines checked in one child process, made at the first upload (0.5 s)
+    and kept: idle, it and multiprocessing's resource tracker hold about 70 MB; the memory a
+    large line took is given back when its check ends. Spawned, never forked: the daemon has
+    threads, and a fork copies their locks as they are, held ones too. It ends with the daemon
+    (line_child.watch_parent). Checks wait their turn: one child is one core at most."""
+
+    def __init__(self) -> None:
+        self._pool: ProcessPoolExecutor | None = None
+
+    async def check(
+        self, path: Path, max_lines: int, max_containers: int
+    ) -> tuple[int, frozenset[str]]:
+        """What `check_file` returns (the requests, their urls), or the BadRequest it raises
+        naming the first line that fails."""
+        if self._pool is None:
+            spawn = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(1, spawn, line_child.watch_parent)
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(
+                self._pool, line_child.check, path, max_lines, max_containers
+            )
+        except BrokenProcessPool:
+            self.close()  # a child killed (out of memory, say): the next upload makes another
+            raise
+
+    def close(self) -> None:
+        """Queued checks cancelled; a check under way ends on its own, and its child exits."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+LINE_CHECKER = web.AppKey("batch_line_checker", LineChecker)
+
+
+def install(app: web.Application) -> None:
+    """The app's LineChecker, closed with the app."""
+    checker = LineChecker()
+    app[LINE_CHECKER] = checker
+
+    async def close(_: web.Application) -> None:
+        checker.close()
+
+    app.on_cleanup.append(close)
 
 
 async def upload(request: web.Request, files: FileStore, settings: Settings) -> StoredFile:
@@ -46,7 +102,8 @@ async def upload(request: web.Request, files: FileStore, settings: Settings) -> 
             raise BadRequest(f"{given}: /v1/files takes batch inputs, purpose 'batch'", "purpose")
         if filename is None:
             raise BadRequest("the form has no `file` part", "file")
-        await asyncio.to_thread(_check, staging, settings.batch_lines)
+        checker = request.app[LINE_CHECKER]
+        await checker.check(staging, settings.batch_lines, settings.max_json_containers)
         files.room_for_one()  # another upload may have taken the last room meanwhile
         return files.add(staging, filename, BATCH)
     finally:
@@ -100,11 +157,6 @@ def _safe_name(name: str | None) -> str:
     name = (name or "").replace("\\", "/").rsplit("/", 1)[-1]
     kept = "".join(c if c.isprintable() and c not in '"\\' else "_" for c in name)
     return kept[:256] or "upload.jsonl"
-
-
-def _check(path: Path, max_lines: int) -> None:
-    with open(path, "rb") as f:
-        check_file(f, max_lines)
 
 
 def _too_large(limit: int) -> Refused:

@@ -13,6 +13,7 @@ from localserve.ground.errors import BadRequest
 from localserve.ground.units import UNSET, KeepAlive, parse_keep_alive
 from localserve.server.http import bounded_json, bounds, limits
 from localserve.server.http import validation as v
+from localserve.server.http.errors import Refused
 from localserve.server.http.state import MANAGER
 
 # The parsed body, kept on the request for its log line (request_log.py's --log-prompts).
@@ -27,24 +28,30 @@ _SURROGATE_BYTES = re.compile(rb"\xed[\xa0-\xbf]")
 
 
 def _may_hold_surrogates(raw: bytes) -> bool:
-    """Two quick passes over the bytes: for a body of plain text about as long as the parse,
-    for one of token ids a tenth of it."""
+    """At most two quick passes over the bytes: for a body of plain text about as long as the
+    parse, for one of token ids a tenth of it; none where neither search's first byte is."""
     if json.detect_encoding(raw) not in ("utf-8", "utf-8-sig"):
         return True
-    return _SURROGATE_ESCAPE.search(raw) is not None or _SURROGATE_BYTES.search(raw) is not None
+    # A byte's memchr first: on 16 MiB it takes 0.3 ms, each search 15 ms.
+    if b"\\" in raw and _SURROGATE_ESCAPE.search(raw) is not None:
+        return True
+    return b"\xed" in raw and _SURROGATE_BYTES.search(raw) is not None
 
 
 async def read_json(request: web.Request) -> v.JSON:
     """The body as a JSON object, within the limits of server/http/limits.py,
-    server/http/bounded_json.py and server/http/bounds.py. Read once: a handler that looked at
-    it first (to route it upstream) hands the face the same object."""
+    server/http/bounded_json.py (a 413 naming `max_json_containers`) and server/http/bounds.py.
+    Read once: a handler that looked at it first (to route it upstream) hands the face the same
+    object."""
     if BODY in request:
         body: v.JSON = request[BODY]
         return body
     settings = request.app[MANAGER].settings
     raw = await limits.read_body(request, settings)
     try:
-        body = bounded_json.loads(raw)
+        body = bounded_json.loads(raw, settings.max_json_containers)
+    except bounded_json.TooManyContainers as exc:
+        raise Refused(413, f"the request body {exc}", None, bounded_json.SETTING) from None
     except bounded_json.BadJSON as exc:
         raise BadRequest(f"the request body {exc}") from None
     if not isinstance(body, dict):

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from localserve.engine.worker_client.resident import ResidentModel
 from localserve.formats import BadModelFile
-from localserve.ground.errors import BadRequest, EngineError, ModelNotFound
+from localserve.ground.errors import BadRequest, ContextOverflow, EngineError, ModelNotFound
 from localserve.ground.sampling import SamplingParams
 from localserve.server.chat import fim
 from localserve.server.chat.answer_parser import Call, Parsed
@@ -48,7 +48,8 @@ def _echoed(prompt: Any) -> str:
     into text, so echoing them is refused; a prompt of another kind is refused as the prompt."""
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+    # The first item decides: a list of anything else is refused as the prompt in any case.
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
         raise BadRequest("'echo' needs the prompt as text; token ids are not echoed", "echo")
     return prompt if isinstance(prompt, str) else ""
 
@@ -227,13 +228,15 @@ async def _encode_prompt(model: ResidentModel, prompt: Any, suffix: str | None) 
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
     if isinstance(prompt, str):
-        return await model.encode_text(prompt)
-    if (
-        isinstance(prompt, list)
-        and prompt
-        and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt)
-    ):
-        return model.check_token_ids(list(prompt))
+        return await model.encode_prompt(prompt)
+    if isinstance(prompt, list) and prompt and type(prompt[0]) is int:
+        # Ids past the slot's context are refused before any is looked at: a body's worth is
+        # 8 million of them, seconds of Python on the event loop. Within it, the type check
+        # runs in C (map, set), and the vocabulary's walks at most a context of ids.
+        if len(prompt) > model.info.n_ctx_slot:
+            raise ContextOverflow(len(prompt), model.info.n_ctx_slot)
+        if set(map(type, prompt)) == {int}:  # type(True) is bool: a bool is no token id
+            return model.check_token_ids(list(prompt))
     raise BadRequest("'prompt' must be a string or a list of token ids", "prompt")
 
 

@@ -132,7 +132,12 @@ async def local_turn(request: web.Request, ask: Ask) -> AsyncIterator[Turn]:
             text: list[int] | str = await plan.rendered(ask.messages)
         else:
             text, params = await ask.prompt(model, plan, params)
-        params = await grammars.checked(request, await plan.constrained(params))
+        params = await plan.constrained(params)
+        if params.grammar is not None and isinstance(text, str) and model.may_overflow(text):
+            # Counted before the grammar is compiled (seconds for a lenient schema), here and in
+            # the worker: a prompt that cannot fit pays for no compile. It is queued as tokens.
+            text = await model.encode_prompt(text, ask.prompt_field, model.add_bos(text))
+        params = await grammars.checked(request, params)
         params = with_priority(request, params)
         parser = plan.parser() if ask.templated else AnswerParser()
         field = ask.prompt_field
