@@ -50,9 +50,7 @@ class Conn:
 
 class Backend:
     def __init__(self) -> None:
-        self.info = ModelInfo(
-            "m", "m.gguf", "gguf", 1, N_CTX, N_CTX, 0, None, "", "", False
-        )  # fmt: skip
+        self.info = ModelInfo("m", "m.gguf", "gguf", 1, N_CTX, N_CTX, 0, None, "", "", False)
         self.gate = threading.Event()
         self.tokenizing = threading.Event()
         self.tokenized: list[str] = []
