@@ -24,6 +24,7 @@ from localserve.ground.units import format_size
 from localserve.server.batches import line_child
 from localserve.server.batches.files import BATCH, FileStore, StoredFile
 from localserve.server.http.errors import Refused
+from localserve.server.http.state import owned
 
 CHUNK = 1 << 16
 MAX_FIELD = 1024  # bytes of a form field other than the file (`purpose`)
@@ -68,13 +69,7 @@ LINE_CHECKER = web.AppKey("batch_line_checker", LineChecker)
 
 def install(app: web.Application) -> None:
     """The app's LineChecker, closed with the app."""
-    checker = LineChecker()
-    app[LINE_CHECKER] = checker
-
-    async def close(_: web.Application) -> None:
-        checker.close()
-
-    app.on_cleanup.append(close)
+    owned(app, LINE_CHECKER, LineChecker())
 
 
 async def upload(request: web.Request, files: FileStore, settings: Settings) -> StoredFile:

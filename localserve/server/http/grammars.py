@@ -26,7 +26,7 @@ from localserve.server.chat import structured
 from localserve.server.chat.grammar_pool import CompileTimeout, GrammarPool
 from localserve.server.http.errors import Refused
 from localserve.server.http.request_log import notice
-from localserve.server.http.state import MANAGER
+from localserve.server.http.state import MANAGER, owned
 
 log = logging.getLogger("localserve.requests")
 
@@ -35,13 +35,7 @@ GRAMMARS = web.AppKey("grammars", GrammarPool)
 
 def install(app: web.Application) -> None:
     """The daemon's compiling pool, closed with the app."""
-    pool = GrammarPool()
-    app[GRAMMARS] = pool
-
-    async def close(_: web.Application) -> None:
-        pool.close()
-
-    app.on_cleanup.append(close)
+    owned(app, GRAMMARS, GrammarPool())
 
 
 async def checked(request: web.Request, params: SamplingParams) -> SamplingParams:

@@ -3,6 +3,7 @@ length every face reports."""
 
 import asyncio
 from dataclasses import replace
+from typing import Protocol, TypeVar
 
 from aiohttp import web
 
@@ -15,6 +16,23 @@ from localserve.store.library import Library
 from localserve.store.resolve import canonical_name
 
 MANAGER = web.AppKey("manager", ModelManager)
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=Closable)
+
+
+def owned(app: web.Application, key: web.AppKey[C], resource: C) -> None:
+    """`resource` kept in the app under `key`, and closed with it."""
+    app[key] = resource
+
+    async def close(_: web.Application) -> None:
+        resource.close()
+
+    app.on_cleanup.append(close)
 
 
 def model_library(request: web.Request) -> Library:
