@@ -169,9 +169,12 @@ T = TypeVar("T")
 _LENGTH = struct.Struct(">I")
 
 
-def frame(message: msgspec.Struct, encoder: msgspec.msgpack.Encoder) -> bytes:
-    body = encoder.encode(message)
-    return _LENGTH.pack(len(body)) + body
+def frame(message: msgspec.Struct, encoder: msgspec.msgpack.Encoder) -> bytearray:
+    """The message behind its length, encoded in place: a prompt of megabytes is copied once."""
+    data = bytearray(_LENGTH.size)
+    encoder.encode_into(message, data, _LENGTH.size)
+    _LENGTH.pack_into(data, 0, len(data) - _LENGTH.size)
+    return data
 
 
 def read_frame(sock: socket.socket, decoder: msgspec.msgpack.Decoder[T]) -> T | None:

@@ -242,7 +242,7 @@ class Settings:
     )
     body_timeout: float = setting(30.0, SECONDS, "seconds a request body may take to arrive")
     # Counted before the parse, whose time on the event loop grows with them (bounded_json.py).
-    max_json_containers: int = setting(1_000_000, WHOLE, "JSON arrays and objects one body holds")
+    max_json_values: int = setting(1_000_000, WHOLE, "JSON arrays, objects and items in a body")
     # The work one request may ask for (server/http/bounds.py): far above what any client
     # sends, so that only a runaway or hostile one meets them.
     max_messages: int = setting(

@@ -16,7 +16,7 @@ from localserve.server.admin import api as admin
 from localserve.server.anthropic import api as anthropic
 from localserve.server.batches import routes as batches
 from localserve.server.batches import upload as batch_upload
-from localserve.server.http import connections, grammars, guard, metrics, request_log
+from localserve.server.http import connections, grammars, guard, metrics, readers, request_log
 from localserve.server.http.errors import error_response
 from localserve.server.http.state import MANAGER
 from localserve.server.llamacpp import infill
@@ -87,6 +87,7 @@ def build_app(manager: ModelManager, upstreams: tuple[UpstreamConfig, ...] = ())
     connections.install(app, settings)
     request_log.install(app, settings.log_prompts)
     grammars.install(app)
+    readers.install(app)
     if not settings.no_metrics:
         metrics.install(app)
         if registry.upstreams:

@@ -28,7 +28,7 @@ from tests.support.residency_support import openai_client, poll
 
 ARGS = ("--model", MODEL, "--parallel", "4", "--ctx", "512")
 # Small limits, so that the refusals are quick to reach.
-LIMITS = ("--batch-file-size", "64KiB", "--batch-lines", "50", "--max-json-containers", "1000")
+LIMITS = ("--batch-file-size", "64KiB", "--batch-lines", "50", "--max-json-values", "1000")
 WIDTH = 576  # SmolLM2-135M's hidden size
 BATCH_TIMEOUT_S = 300.0
 
@@ -242,9 +242,9 @@ def test_files_are_listed_read_and_deleted(client: openai.OpenAI) -> None:
         (b'{"method": "POST", "url": "/v1/embeddings", "body": {}}\n', "custom_id"),
         (b"not json\n", "line 1 of the file is not valid JSON"),
         (jsonl([chat_line(f"n{i}", "x") for i in range(51)]), "batch_lines"),
-        (jsonl([{**chat_line("a", "x"), "x": [[]] * 1000}]), "arrays and objects; at most 1000"),
+        (jsonl([{**chat_line("a", "x"), "x": [[]] * 1000}]), "the items in them); at most 1000"),
     ],
-    ids=["duplicate", "method", "url", "custom_id", "json", "too-many-lines", "containers"],
+    ids=["duplicate", "method", "url", "custom_id", "json", "too-many-lines", "values"],
 )
 def test_an_input_file_that_cannot_run_is_refused_on_upload(
     client: openai.OpenAI, content: bytes, words: str

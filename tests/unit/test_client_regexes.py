@@ -37,10 +37,10 @@ ALLOWED: dict[tuple[str, str | bytes], str] = {
     ("server/http/request_log.py", r"[!-\[\]-~]*"): (
         "one class, matched whole against a request's path"
     ),
-    ("server/http/readers.py", rb"\\u[dD][89a-fA-F]"): (
+    ("server/http/body_check.py", rb"\\u[dD][89a-fA-F]"): (
         "three fixed bytes, searched for in a body: one try per position"
     ),
-    ("server/http/readers.py", rb"\xed[\xa0-\xbf]"): (
+    ("server/http/body_check.py", rb"\xed[\xa0-\xbf]"): (
         "two fixed bytes, searched for in a body: one try per position"
     ),
     ("ground/units.py", r"(-?\d+(?:\.\d+)?)(ms|s|m|h)"): (

@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from localserve.engine.worker_client.sender import Sender
 from localserve.ground import errors
 from localserve.ground import messages as m
 from localserve.ground.errors import EngineStopped
@@ -111,7 +112,7 @@ class WorkerProcess:
         self._refs = itertools.count(1)
         self._pending: dict[int, concurrent.futures.Future[Any]] = {}
         self._lock = threading.Lock()
-        self._send_lock = threading.Lock()
+        self._sender = Sender(ours, f"worker-{device}-sender")
         self._encoder = msgspec.msgpack.Encoder()
         self._decoder: msgspec.msgpack.Decoder[m.FromWorker] = msgspec.msgpack.Decoder(m.FromWorker)
         self._reader = threading.Thread(target=self._read, name=f"worker-{device}", daemon=True)
@@ -157,12 +158,7 @@ class WorkerProcess:
 
     def _write(self, message: Any) -> None:
         self.sent[type(message).__name__] += 1
-        data = m.frame(message, self._encoder)
-        try:
-            with self._send_lock:
-                self._sock.sendall(data)
-        except OSError:
-            pass  # the reader sees the socket close and fails what waits
+        self._sender.send(m.frame(message, self._encoder))
 
     def _read(self) -> None:
         try:

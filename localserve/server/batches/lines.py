@@ -33,13 +33,13 @@ class Line:
     body: dict[str, Any]
 
 
-def parse_line(raw: bytes, number: int, max_containers: int | None = None) -> Line | None:
+def parse_line(raw: bytes, number: int, max_values: int | None = None) -> Line | None:
     """One line of an input file, or None for a blank one; BadRequest names the line and what
-    is wrong with it (`max_containers`: the body bound its request will meet when it runs)."""
+    is wrong with it (`max_values`: the body bound its request will meet when it runs)."""
     if not raw.strip():
         return None
     try:
-        value = bounded_json.loads(raw, max_containers)
+        value = bounded_json.loads(raw, max_values)
     except bounded_json.BadJSON as exc:
         raise _bad(number, str(exc)) from None
     if not isinstance(value, dict):
@@ -62,22 +62,22 @@ def parse_line(raw: bytes, number: int, max_containers: int | None = None) -> Li
     return Line(number, custom_id, url, body)
 
 
-def read_lines(raws: Iterable[bytes], max_containers: int | None = None) -> Iterator[Line]:
+def read_lines(raws: Iterable[bytes], max_values: int | None = None) -> Iterator[Line]:
     """The lines of an input file (its raw lines, newlines kept or not), blank ones skipped."""
     for number, raw in enumerate(raws, start=1):
-        line = parse_line(raw, number, max_containers)
+        line = parse_line(raw, number, max_values)
         if line is not None:
             yield line
 
 
 def check_file(
-    raws: Iterable[bytes], max_lines: int, max_containers: int | None = None
+    raws: Iterable[bytes], max_lines: int, max_values: int | None = None
 ) -> tuple[int, frozenset[str]]:
     """Every line checked, no custom_id twice, at most `max_lines` requests: (the count, the
     urls they use). BadRequest on the first line that fails."""
     seen: set[str] = set()
     urls: set[str] = set()
-    for line in read_lines(raws, max_containers):
+    for line in read_lines(raws, max_values):
         if line.custom_id in seen:
             raise _bad(line.number, f"repeats custom_id {line.custom_id!r}; each must be unique")
         seen.add(line.custom_id)

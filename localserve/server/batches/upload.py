@@ -10,9 +10,6 @@ The check parses every line, and `json.loads` holds the GIL for a whole line: in
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from aiohttp import BodyPartReader, web
@@ -23,6 +20,7 @@ from localserve.ground.settings import Settings
 from localserve.ground.units import format_size
 from localserve.server.batches import line_child
 from localserve.server.batches.files import BATCH, FileStore, StoredFile
+from localserve.server.http.child import Child
 from localserve.server.http.errors import Refused
 from localserve.server.http.state import owned
 
@@ -30,38 +28,16 @@ CHUNK = 1 << 16
 MAX_FIELD = 1024  # bytes of a form field other than the file (`purpose`)
 
 
-class LineChecker:
-    """Uploaded files' lines checked in one child process, made at the first upload (0.5 s)
-    and kept: idle, it and multiprocessing's resource tracker hold about 70 MB; the memory a
-    large line took is given back when its check ends. Spawned, never forked: the daemon has
-    threads, and a fork copies their locks as they are, held ones too. It ends with the daemon
-    (line_child.watch_parent). Checks wait their turn: one child is one core at most."""
-
-    def __init__(self) -> None:
-        self._pool: ProcessPoolExecutor | None = None
+class LineChecker(Child):
+    """Uploaded files' lines checked in a child process of their own (server/http/child.py):
+    the memory a large line took is given back when its check ends."""
 
     async def check(
-        self, path: Path, max_lines: int, max_containers: int
+        self, path: Path, max_lines: int, max_values: int
     ) -> tuple[int, frozenset[str]]:
         """What `check_file` returns (the requests, their urls), or the BadRequest it raises
         naming the first line that fails."""
-        if self._pool is None:
-            spawn = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(1, spawn, line_child.watch_parent)
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(
-                self._pool, line_child.check, path, max_lines, max_containers
-            )
-        except BrokenProcessPool:
-            self.close()  # a child killed (out of memory, say): the next upload makes another
-            raise
-
-    def close(self) -> None:
-        """Queued checks cancelled; a check under way ends on its own, and its child exits."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        return await self.run(line_child.check, path, max_lines, max_values)
 
 
 LINE_CHECKER = web.AppKey("batch_line_checker", LineChecker)
@@ -69,7 +45,7 @@ LINE_CHECKER = web.AppKey("batch_line_checker", LineChecker)
 
 def install(app: web.Application) -> None:
     """The app's LineChecker, closed with the app."""
-    owned(app, LINE_CHECKER, LineChecker())
+    owned(app, LINE_CHECKER, LineChecker(line_child.__name__))
 
 
 async def upload(request: web.Request, files: FileStore, settings: Settings) -> StoredFile:
@@ -98,7 +74,7 @@ async def upload(request: web.Request, files: FileStore, settings: Settings) -> 
         if filename is None:
             raise BadRequest("the form has no `file` part", "file")
         checker = request.app[LINE_CHECKER]
-        await checker.check(staging, settings.batch_lines, settings.max_json_containers)
+        await checker.check(staging, settings.batch_lines, settings.max_json_values)
         files.room_for_one()  # another upload may have taken the last room meanwhile
         return files.add(staging, filename, BATCH)
     finally:

@@ -3,44 +3,30 @@ its chat messages and its keep_alive."""
 
 from __future__ import annotations
 
-import json
-import re
+import asyncio
 from typing import Any
 
 from aiohttp import web
 
 from localserve.ground.errors import BadRequest
 from localserve.ground.units import UNSET, KeepAlive, parse_keep_alive
-from localserve.server.http import bounded_json, bounds, limits
+from localserve.server.http import body_check, bounded_json, limits
 from localserve.server.http import validation as v
-from localserve.server.http.errors import Refused
-from localserve.server.http.state import MANAGER
+from localserve.server.http.child import Child
+from localserve.server.http.state import MANAGER, owned
 
 # The parsed body, kept on the request for its log line (request_log.py's --log-prompts).
 BODY = "localserve.body"
 
-# Where a lone UTF-16 surrogate can come from: a \uD800-\uDFFF escape, the raw bytes of one
-# (json.loads decodes bytes with "surrogatepass"), or a UTF-16 or UTF-32 body. A body with none
-# of them, nearly every one, is not walked a second time. Two searches with a literal start,
-# not one alternation, which the regex engine scans a byte at a time (ten times slower).
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-_SURROGATE_BYTES = re.compile(rb"\xed[\xa0-\xbf]")
-
-
-def _may_hold_surrogates(raw: bytes) -> bool:
-    """At most two quick passes over the bytes: for a body of plain text about as long as the
-    parse, for one of token ids a tenth of it; none where neither search's first byte is."""
-    if json.detect_encoding(raw) not in ("utf-8", "utf-8-sig"):
-        return True
-    # A byte's memchr first: on 16 MiB it takes 0.3 ms, each search 15 ms.
-    if b"\\" in raw and _SURROGATE_ESCAPE.search(raw) is not None:
-        return True
-    return b"\xed" in raw and _SURROGATE_BYTES.search(raw) is not None
+# A body larger than this is checked in a child process (server/http/child.py), and only its
+# parse, one C call, runs here, on a thread. A smaller one is read on the loop: 1 MiB of the
+# worst kind (escaped quotes, token ids) takes about 25 ms.
+_IN_A_CHILD = 1 << 20
 
 
 async def read_json(request: web.Request) -> v.JSON:
     """The body as a JSON object, within the limits of server/http/limits.py,
-    server/http/bounded_json.py (a 413 naming `max_json_containers`) and server/http/bounds.py.
+    server/http/bounded_json.py (a 413 naming `max_json_values`) and server/http/bounds.py.
     Read once: a handler that looked at it first (to route it upstream) hands the face the same
     object."""
     if BODY in request:
@@ -48,19 +34,25 @@ async def read_json(request: web.Request) -> v.JSON:
         return body
     settings = request.app[MANAGER].settings
     raw = await limits.read_body(request, settings)
-    try:
-        body = bounded_json.loads(raw, settings.max_json_containers)
-    except bounded_json.TooManyContainers as exc:
-        raise Refused(413, f"the request body {exc}", None, bounded_json.SETTING) from None
-    except bounded_json.BadJSON as exc:
-        raise BadRequest(f"the request body {exc}") from None
-    if not isinstance(body, dict):
-        raise BadRequest("the request body must be a JSON object")
-    if _may_hold_surrogates(raw):
-        v.require_text(body, "the request body")
-    bounds.check(request.path, body, settings)
+    if len(raw) > _IN_A_CHILD:
+        refusal = await request.app[BODY_CHECKER].run(
+            body_check.refusal, raw, request.path, settings
+        )
+        if refusal is not None:
+            raise refusal.error()
+        body = await asyncio.to_thread(bounded_json.parse_checked, raw)
+    else:
+        body = body_check.checked(raw, request.path, settings)
     request[BODY] = body
     return body
+
+
+BODY_CHECKER = web.AppKey("body_checker", Child)
+
+
+def install(app: web.Application) -> None:
+    """The app's child for large bodies, closed with the app."""
+    owned(app, BODY_CHECKER, Child(body_check.__name__))
 
 
 def model_name(body: v.JSON, accept_name: bool = True) -> str:
