@@ -176,6 +176,7 @@ class Connections:
         """Bytes arrived: a waiting connection's next head has begun, or a head has ended."""
         if not conn.alive:
             return
+        conn.read()
         if conn.state is State.BUSY:
             conn.body_bytes += len(data)
             return

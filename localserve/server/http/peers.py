@@ -52,11 +52,14 @@ def pending(transport: asyncio.BaseTransport) -> int:
     return int.from_bytes(waiting, sys.byteorder)
 
 
-def head_waiting(transport: asyncio.BaseTransport, tail: bytes = b"") -> bool:
-    """Whether the bytes waiting unread on the socket end a request's head, after `tail` (the
-    head's last bytes read so far): a client's request on its way. A few bytes of a head that
-    never ends (a trickler's) are no such."""
-    count = pending(transport)
+def head_waiting(
+    transport: asyncio.BaseTransport, tail: bytes = b"", count: int | None = None
+) -> bool:
+    """Whether the bytes waiting unread on the socket (`count` of them, if the caller has
+    asked) end a request's head, after `tail` (the head's last bytes read so far): a client's
+    request on its way. A few bytes of a head that never ends (a trickler's) are no such."""
+    if count is None:
+        count = pending(transport)
     if not count:
         return False
     if count > PEEK:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from localserve.ground.settings import Settings
+from localserve.server.http import giving_way
 from localserve.server.http.connections import Connections
 from localserve.server.http.giving_way import UNREAD_GRACE_S
 from localserve.server.http.peers import client_group
@@ -153,6 +154,33 @@ def test_a_connection_whose_waiting_bytes_end_a_head_does_not_give_way() -> None
         return client.closed, table.open(Socket("127.0.0.1"))  # type: ignore[arg-type]
 
     assert asyncio.run(run()) == (False, None)
+
+
+def test_a_heads_unread_bytes_are_peeked_at_again_only_once_more_arrive(monkeypatch) -> None:
+    peeks: list[int] = []
+    real = giving_way.head_waiting
+
+    def counted(transport: Any, tail: bytes = b"", count: int | None = None) -> bool:
+        peeks.append(count or 0)
+        return real(transport, tail, count)
+
+    monkeypatch.setattr(giving_way, "head_waiting", counted)
+
+    async def run() -> None:
+        table = Connections(Settings(max_connections=1, operator_reserve=0))
+        client = Peer()
+        conn = table.open(client)  # type: ignore[arg-type]
+        assert conn is not None
+        client.client.send(b"GET /health HTTP/1.1\r\n")  # a head begun, not ended
+        client.client.send(b"Host: 127.0.0.1\r\n")
+        await asyncio.sleep(0)
+        conn.began -= 10  # past the head's grace: it would give way, but for its bytes
+        assert not giving_way._head_on_its_way(conn) and not giving_way._head_on_its_way(conn)
+        client.client.send(b"\r\n")
+        assert giving_way._head_on_its_way(conn) and giving_way._head_on_its_way(conn)
+
+    asyncio.run(run())
+    assert peeks == [39, 41]  # one look per new byte count; a head found stays found
 
 
 def test_an_unread_answer_gives_way_before_an_older_waiting_keep_alive_connection() -> None:
