@@ -47,15 +47,26 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return error_response(request, exc)
     except asyncio.CancelledError:
         raise
-    except ConnectionResetError:
+    except ConnectionResetError as exc:
         # The client left, or was given up (server/http/connections.py). Raised on, aiohttp
         # logs it as an error with its traceback (a third of the loop's time under
         # bench_abuse's bodies attack); a response no one will read ends it quietly.
         if request.transport is None or request.transport.is_closing():
+            _forget_frames(exc)
             return web.Response(status=CLIENT_LEFT)
         raise
     except Exception as exc:
         return error_response(request, exc)
+
+
+def _forget_frames(exc: BaseException | None) -> None:
+    """Drop the tracebacks of `exc` and of what it was raised during. aiohttp's body reader
+    keeps the error it raises, and its traceback keeps the frames that hold the reader: a cycle
+    only the collector frees, after the request is long gone. Under bench_abuse's bodies
+    attack they were 8,000 frames, and a full collection over them held the loop 0.3 s."""
+    while exc is not None:
+        exc.__traceback__ = None
+        exc = exc.__context__
 
 
 async def health(request: web.Request) -> web.Response:

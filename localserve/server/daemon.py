@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 from contextlib import ExitStack
@@ -85,6 +86,10 @@ async def serve(settings: Settings, models: list[str]) -> str:
         stack.enter_context(operator_token(app, port))
         # Batches post their lines to this address, with the token just written.
         await batches.start(app, settings.url)
+        # What start-up made (modules, templates, the models' tables) lives as long as the
+        # daemon: out of the collector's reach, a full collection walks only what requests
+        # made since. Under bench_abuse's bodies attack one took 0.16 s, and 0.02 s so.
+        gc.freeze()
         log.info("localserve listening on http://%s:%d", host, port)
         print(f"localserve listening on http://{host}:{port}", flush=True)
         loop = asyncio.get_running_loop()

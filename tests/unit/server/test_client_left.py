@@ -5,6 +5,7 @@ took a third of the event loop under bench_abuse's bodies attack (#57)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from types import SimpleNamespace
 
@@ -38,6 +39,35 @@ def test_a_body_cut_off_mid_read_logs_no_error(caplog: pytest.LogCaptureFixture)
         asyncio.run(go())
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert not errors, [r.getMessage() for r in errors]
+
+
+def test_a_body_cut_off_mid_read_leaves_no_frames_for_the_collector() -> None:
+    # aiohttp's reader keeps the error it raised; with its traceback, the frames that hold the
+    # reader stayed in a cycle until a full collection.
+    async def go() -> list[BaseException]:
+        app = build_app(SimpleNamespace(settings=Settings()))  # type: ignore[arg-type]
+        async with TestClient(TestServer(app)) as client:
+            _, writer = await asyncio.open_connection(client.host, client.port)
+            writer.write(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Length: 1000\r\n\r\n{"
+            )
+            await writer.drain()
+            await asyncio.sleep(0.2)
+            writer.transport.abort()
+            await asyncio.sleep(0.2)
+            return [
+                o
+                for o in gc.get_objects()
+                if isinstance(o, ConnectionResetError) and o.__traceback__ is not None
+            ]
+
+    gc.collect()
+    gc.disable()
+    try:
+        assert asyncio.run(go()) == []
+    finally:
+        gc.enable()
 
 
 def test_a_reset_while_the_client_is_still_there_is_not_hidden() -> None:
