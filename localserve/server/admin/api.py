@@ -14,9 +14,9 @@ from localserve.formats.memory import sum_estimates
 from localserve.ground.errors import BadRequest, ModelNotFound
 from localserve.ground.pin import CPU, Pin
 from localserve.ground.units import UNSET, parameter_size
-from localserve.server.http.errors import Refused
 from localserve.server.http.guard import GUARD, OPERATOR
 from localserve.server.http.readers import read_json
+from localserve.server.http.refused import Refused
 from localserve.server.http.state import MANAGER
 from localserve.server.upstream import listing
 from localserve.server.upstream.forward import UPSTREAMS

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from localserve.server.batches import disk
-from localserve.server.http.errors import Refused
+from localserve.server.http.refused import Refused
 
 BATCH, BATCH_OUTPUT = "batch", "batch_output"
 

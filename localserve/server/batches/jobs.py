@@ -19,7 +19,7 @@ from typing import Any
 
 from localserve.server.batches import disk
 from localserve.server.batches.files import new_file_id
-from localserve.server.http.errors import Refused
+from localserve.server.http.refused import Refused
 
 VALIDATING, IN_PROGRESS, FINALIZING = "validating", "in_progress", "finalizing"
 COMPLETED, FAILED, EXPIRED = "completed", "failed", "expired"

@@ -31,9 +31,9 @@ from localserve.server.batches.lines import (
 from localserve.server.batches.runner import Runner
 from localserve.server.http import guard
 from localserve.server.http import validation as v
-from localserve.server.http.errors import Refused
 from localserve.server.http.metrics import METRICS
 from localserve.server.http.readers import read_json
+from localserve.server.http.refused import Refused
 from localserve.server.http.streaming import send_file
 from localserve.server.wire import shapes
 from localserve.server.wire.declare import Body, Field

@@ -21,7 +21,7 @@ from localserve.ground.units import format_size
 from localserve.server.batches import line_child
 from localserve.server.batches.files import BATCH, FileStore, StoredFile
 from localserve.server.http.child import Child
-from localserve.server.http.errors import Refused
+from localserve.server.http.refused import Refused
 from localserve.server.http.state import owned
 
 CHUNK = 1 << 16

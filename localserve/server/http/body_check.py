@@ -13,7 +13,7 @@ from localserve.ground.errors import BadRequest
 from localserve.ground.settings import Settings
 from localserve.server.http import bounded_json, bounds
 from localserve.server.http import validation as v
-from localserve.server.http.errors import Refused
+from localserve.server.http.refused import Refused
 
 # Where a lone UTF-16 surrogate can come from: a \uD800-\uDFFF escape, the raw bytes of one
 # (json.loads decodes bytes with "surrogatepass"), or a UTF-16 or UTF-32 body. A body with none

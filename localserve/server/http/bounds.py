@@ -23,7 +23,7 @@ from typing import Any
 
 from localserve.ground.settings import Settings
 from localserve.ground.units import format_size
-from localserve.server.http.errors import Refused
+from localserve.server.http.refused import Refused
 
 JSON = dict[str, Any]
 

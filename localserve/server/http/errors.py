@@ -26,6 +26,7 @@ from localserve.ground.errors import (
     QueueFull,
     UpstreamUnavailable,
 )
+from localserve.server.http.refused import Refused
 from localserve.store.hub import PullError
 from localserve.store.importer import OutsideRoots
 
@@ -35,26 +36,6 @@ log = logging.getLogger(__name__)
 # What a 503 tells a client to wait, in seconds: a stream's step, or a slot's freeing, is
 # sooner than a client's own backoff would guess.
 RETRY_AFTER_S = "1"
-
-
-class Refused(Exception):
-    """The HTTP edge's own refusals (server/http/guard.py, server/http/limits.py,
-    server/http/bounds.py): a status, a message that says what to change, and the setting or
-    field it names."""
-
-    KINDS = {
-        401: "authentication_error",
-        403: "permission_error",
-        408: "timeout_error",
-        413: "invalid_request_error",
-        503: "server_error",
-    }
-
-    def __init__(
-        self, status: int, message: str, param: str | None = None, code: str | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status, self.param, self.code = status, param, code
 
 
 @dataclass(frozen=True)

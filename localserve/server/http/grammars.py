@@ -24,7 +24,7 @@ from aiohttp import web
 from localserve.ground.sampling import SamplingParams
 from localserve.server.chat import structured
 from localserve.server.chat.grammar_pool import CompileTimeout, GrammarPool
-from localserve.server.http.errors import Refused
+from localserve.server.http.refused import Refused
 from localserve.server.http.request_log import notice
 from localserve.server.http.state import MANAGER, owned
 

@@ -35,7 +35,6 @@ from aiohttp import web
 from localserve.ground.places import operator_token_path
 from localserve.ground.settings import OPERATOR_HEADER, Settings
 from localserve.server import ui
-from localserve.server.http.errors import Refused
 from localserve.server.http.hosts import (
     WEB_SCHEMES,
     is_loopback_host,
@@ -44,6 +43,7 @@ from localserve.server.http.hosts import (
     parse_origin,
 )
 from localserve.server.http.hosts import is_loopback as is_loopback  # daemon.py's, as before
+from localserve.server.http.refused import Refused
 
 log = logging.getLogger(__name__)
 

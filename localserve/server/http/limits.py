@@ -15,7 +15,7 @@ from aiohttp import web
 
 from localserve.ground.settings import Settings
 from localserve.ground.units import format_size
-from localserve.server.http.errors import Refused
+from localserve.server.http.refused import Refused
 
 # Endpoints whose bodies carry prompts, conversations or inputs to embed: settings.max_body.
 # Every other endpoint takes a small JSON object.

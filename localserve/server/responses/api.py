@@ -26,8 +26,8 @@ from aiohttp import web
 
 from localserve.ground.errors import EngineError
 from localserve.server.chat.answer_blocks import CALL, THINKING, AnswerBlocks, Block
-from localserve.server.http.errors import Refused
 from localserve.server.http.readers import read_json
+from localserve.server.http.refused import Refused
 from localserve.server.http.streaming import KEEPALIVE_S, open_sse, send_keepalive, send_named
 from localserve.server.responses.request import ResponsesRequest, read_request
 from localserve.server.responses.store import RESPONSES, ResponseStore

@@ -20,7 +20,7 @@ from aiohttp import web
 from localserve.ground.errors import EngineError
 from localserve.server.chat.answer_parser import Parsed
 from localserve.server.http import bounded_json
-from localserve.server.http.errors import Refused
+from localserve.server.http.refused import Refused
 from localserve.server.upstream.forward import (
     chunks,
     error_text,
