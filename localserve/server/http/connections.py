@@ -86,10 +86,10 @@ from aiohttp import web
 
 from localserve.ground.settings import Settings
 from localserve.server.http.errors import RETRY_AFTER_S
-from localserve.server.http.refused import Refused
 from localserve.server.http.giving_way import Conn, State, victims
 from localserve.server.http.guard import GUARD, Handler
 from localserve.server.http.peers import client_group, loopback
+from localserve.server.http.refused import Refused
 
 log = logging.getLogger(__name__)
 

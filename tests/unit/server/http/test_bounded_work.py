@@ -18,7 +18,7 @@ import pytest
 
 from localserve.ground.settings import Settings
 from localserve.server.http import bounds
-from localserve.server.http.errors import Refused
+from localserve.server.http.refused import Refused
 from tests.support.helpers import assert_openai_error_shape
 from tests.unit.server.http.test_no_input_reaches_a_500 import (
     ask,
