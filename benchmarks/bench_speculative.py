@@ -1,46 +1,51 @@
-"""Speculative decoding benchmark: tokens/s with prompt-lookup drafts on and off, on edit-style
-and quoting answers, at 1 and 16 streams.
+"""Speculative decoding benchmark (issue #58): localserve at its defaults against llama-server's
+best speculation, on edits, at 1 and 16 streams.
 
-Workloads, greedy (or sampled at `--temperature`, unseeded, in a section of their own):
-- edit: a 60-line Python function, to be returned with the variable `x` renamed to `count`;
-- rag: a passage of facts and a question whose answer quotes the passage's sentences.
+Workloads, greedy, up to `--max-tokens` each (see _speculative_workloads.py):
+- edit: a 60-line Python function, to be returned with the variable `x` renamed to `count`
+  (OpenAI's /v1/chat/completions);
+- agent-edit: a coding agent's turn, a 50-line module to be returned whole with one
+  function's parameter renamed (Anthropic's /v1/messages, as Claude Code sends it);
+- rag (not run unless named): a passage of facts, and a question answered by quoting it.
 
-One daemon (SmolLM2, 16 slots, `--speculative` set to `--draft-tokens`) serves every run; "off"
-sends `speculative: 0` and "on" the server's setting, in alternating order each round, after a
-warm-up that prefills every prompt once (else the first round pays the prefills). Reported per
-workload and concurrency: the median tokens/s of each, their ratio (targets: >= 1.6x at c=1,
->= 0.98x at c=16), the share of drafted tokens the model kept (from /metrics), and whether every
-answer was identical (sampled answers are not compared: they differ run to run).
+For each model (`--models`), the servers, in this order, each started afresh every round:
+- llama-server three times, one process at a time: plain (no drafts), `--spec-type ngram-mod`
+  at its defaults (its best setting), `--spec-type ngram-simple --spec-draft-n-max 64`;
+- one localserve daemon at its defaults for speculation: "on" is a plain request, "off" the
+  same with `speculative: 0` in its body (both faces read the field).
 
-    python -m benchmarks.bench_speculative                   # writes docs/benchmarks.md
-    python -m benchmarks.bench_speculative --rounds 1 --no-write
-    python -m benchmarks.bench_speculative --draft-model smollm2   # a draft model's section
+Each start begins with a 1-token answer to every prompt, so that the timed requests find their
+prefixes cached, then times every workload at every concurrency. Starting afresh each round
+keeps a round from drafting from an earlier round's answers: llama-server's ngram-mod keeps the
+n-grams of every request it has seen. Reported per model, workload, streams and server: the
+median tokens/s over `--rounds`, its ratio to the same server without drafts, the share of
+drafted tokens kept (from each server's /metrics), and whether every answer equalled the same
+server's answer without drafts; above them, the issue's two figures: localserve's defaults vs
+llama-server ngram-mod at 1 stream, and localserve on vs off at 16 (targets >= 1.0x).
 
-With `--draft-model`, the daemon's drafts come from that model instead of prompt lookup. Only
-SmolLM2 shares SmolLM2's vocabulary here, so it drafts for itself: a measure of what drafting
-costs and how often it holds, not of a real pair's speed-up.
+    python -m benchmarks.bench_speculative --llama-server BIN   # writes docs/benchmarks.md
+    python -m benchmarks.bench_speculative --models smollm2 --rounds 1 --no-write
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
+import functools
+import json
+import math
 import os
 import shlex
 import statistics
 import tempfile
-import time
 import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-
-import aiohttp
+from typing import Any
 
 from benchmarks._common import (
     cli,
-    client_session,
     command,
     div,
     free_port,
@@ -49,257 +54,346 @@ from benchmarks._common import (
     running,
     serve_command,
 )
+from benchmarks._speculative_workloads import WORKLOADS, llama_version, metric_totals, run_batch
+from localserve.ground import settings
+from localserve.ground.config_file import CONFIG_ENV
+from localserve.store.resolve import resolve
+from tests.support.residency_support import gemma_file
 
 MARKERS = ("<!-- bench_speculative:start -->", "<!-- bench_speculative:end -->")
-SAMPLED_MARKERS = (
-    "<!-- bench_speculative_sampled:start -->",
-    "<!-- bench_speculative_sampled:end -->",
-)
-DRAFT_MARKERS = (
-    "<!-- bench_speculative_draft_model:start -->",
-    "<!-- bench_speculative_draft_model:end -->",
-)
+# Both prompts are about 500 tokens (SmolLM2 and Gemma alike): with a 400-token answer, well
+# inside 2048.
 SLOTS, CTX = 16, 2048
-MAX_TOKENS = 320
-# Draft tokens: (drafted, accepted).
-Counts = tuple[float, float]
-
-
-def edit_prompt(i: int) -> str:
-    body = []
-    for j in range(28):
-        body.append(f"    if x > {j * 3 + i}:")
-        body.append(f"        x = x - {j + 1}")
-    lines = [f"def settle_{i}(x):", *body, "    return x"]
-    return (
-        "Here is a Python function:\n\n" + "\n".join(lines) + "\n\nReturn it with the variable "
-        "`x` renamed to `count`. Write only the code."
-    )
-
-
-def rag_prompt(i: int) -> str:
-    facts = [
-        f"The station at kilometre {k * 12 + i} of the northern line opened in {1890 + k} "
-        f"and serves {k * 300 + 150} passengers a day."
-        for k in range(20)
-    ]
-    return (
-        "Context:\n" + "\n".join(facts) + "\n\nQuestion: list every station of the northern "
-        "line with its opening year and its passengers, quoting the context's sentences."
-    )
-
-
-WORKLOADS = {"edit": edit_prompt, "rag": rag_prompt}
+# Each server's /metrics counters of drafted and of kept draft tokens.
+LLAMA_COUNTERS = (
+    "llamacpp:spec_decode_num_draft_tokens_total",
+    "llamacpp:spec_decode_num_accepted_tokens_total",
+)
+LOCAL_COUNTERS = ("localserve_draft_tokens_total", "localserve_draft_tokens_accepted_total")
 
 
 @dataclass
-class Server:
-    """Where a server answers with drafts and without: one localserve daemon for both (a
-    request's `speculative: 0` turns them off), two llama-servers (with and without
-    `--spec-type ngram-simple`)."""
+class Variant:
+    """A server as the tables name it: the request fields or llama-server flags that make it,
+    and the variant of the same server without drafts, which it is compared with."""
 
-    name: str
-    on: str
-    off: str
-
-
-async def one(
-    session: aiohttp.ClientSession, base: str, prompt: str, speculative: bool, temperature: float
-) -> tuple[int, str, Counts]:
-    body: dict = {
-        "model": "smollm2",
-        "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": MAX_TOKENS,
-        "temperature": temperature,
-    }
-    if not speculative:
-        body["speculative"] = 0
-    async with session.post(base + "/v1/chat/completions", json=body) as r:
-        if r.status != 200:
-            raise RuntimeError(f"HTTP {r.status}: {(await r.text())[:300]}")
-        answer = await r.json()
-    # llama-server reports each answer's drafts in its timings.
-    timings = answer.get("timings") or {}
-    counts = (float(timings.get("draft_n", 0)), float(timings.get("draft_n_accepted", 0)))
-    return (
-        answer["usage"]["completion_tokens"],
-        answer["choices"][0]["message"]["content"],
-        counts,
-    )
+    label: str
+    reference: str
+    flags: tuple[str, ...] = ()
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
-async def batch(
-    base: str, prompts: list[str], speculative: bool, temperature: float = 0.0
-) -> tuple[float, list[str], Counts]:
-    async with client_session() as session:
-        t0 = time.perf_counter()
-        results = await asyncio.gather(
-            *(one(session, base, p, speculative, temperature) for p in prompts)
+PLAIN, NGRAM_MOD, NGRAM_SIMPLE = (
+    "llama-server plain",
+    "llama-server ngram-mod",
+    "llama-server ngram-simple",
+)
+ON, OFF = "localserve on", "localserve off"
+LLAMA_VARIANTS = [
+    Variant(PLAIN, PLAIN),
+    # No n_match / n_min / n_max: its defaults (24, 48, 64) are its best on these edits.
+    Variant(NGRAM_MOD, PLAIN, ("--spec-type", "ngram-mod")),
+    Variant(NGRAM_SIMPLE, PLAIN, ("--spec-type", "ngram-simple", "--spec-draft-n-max", "64")),
+]
+LOCAL_VARIANTS = [Variant(ON, OFF), Variant(OFF, OFF, fields={"speculative": 0})]
+
+
+@dataclass(frozen=True)
+class Target:
+    """What each server of a model is started with."""
+
+    model: str  # as --models names it
+    gguf: str
+    served: str  # the name localserve serves the file under, which requests give
+    threads: int
+    logs: Path
+    llama_server: str  # the binary, or "" to run localserve alone
+
+
+@dataclass
+class Process:
+    """A server process, started afresh each round, and the variants it answers as."""
+
+    start: Callable[[Target], contextlib.AbstractContextManager[str]]
+    variants: list[Variant]
+    counters: tuple[str, str]
+
+
+@dataclass
+class Runs:
+    """One variant's timed batches at one model, workload and concurrency."""
+
+    rates: list[float] = field(default_factory=list)
+    answers: list[list[str]] = field(default_factory=list)
+    drafted: float = 0.0
+    accepted: float = 0.0
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.rates) if self.rates else math.nan
+
+    def kept(self) -> str:
+        return (
+            f"{self.accepted / self.drafted:.0%} of {self.drafted:.0f}"
+            if self.drafted
+            else "none drafted"
         )
-        wall = time.perf_counter() - t0
-    counts = (sum(c[0] for _, _, c in results), sum(c[1] for _, _, c in results))
-    return sum(n for n, _, _ in results) / wall, [text for _, text, _ in results], counts
+
+    def same_as(self, reference: Runs) -> str:
+        """Every answer against the reference's first round's answer to the same prompt."""
+        if not reference.answers:
+            return "n/a"
+        first = reference.answers[0]
+        pairs = [(a, b) for texts in self.answers for a, b in zip(texts, first)]
+        differ = sum(a != b for a, b in pairs)
+        return "yes" if not differ else f"NO ({differ} of {len(pairs)} differ)"
 
 
-def drafts(server: Server) -> Counts:
-    """localserve's draft counters (drafted, accepted); llama-server's come with its answers."""
-    if server.name != "localserve":
-        return 0.0, 0.0
-    text = urllib.request.urlopen(server.on + "/metrics").read().decode()
-    values = {"drafted": 0.0, "accepted": 0.0}
-    for line in text.splitlines():
-        if line.startswith("localserve_draft_tokens_total"):
-            values["drafted"] = float(line.split()[-1])
-        elif line.startswith("localserve_draft_tokens_accepted_total"):
-            values["accepted"] = float(line.split()[-1])
-    return values["drafted"], values["accepted"]
+Cell = tuple[str, int, str]  # workload, streams, variant's label
 
 
-def measure(server: Server, workload: str, streams: int, rounds: int, temperature: float) -> str:
-    prompts = [WORKLOADS[workload](i) for i in range(streams)]
-    for base in {server.on, server.off}:  # warm-up: every prompt's prefix cached
-        asyncio.run(batch(base, prompts, False))
-    rates: dict[bool, list[float]] = {True: [], False: []}
-    answers: dict[bool, list[list[str]]] = {True: [], False: []}
-    drafted = accepted = 0.0
-    for r in range(rounds):
-        for on in (True, False) if r % 2 == 0 else (False, True):
-            before = drafts(server)
-            base = server.on if on else server.off
-            rate, texts, counts = asyncio.run(batch(base, prompts, on, temperature))
-            after = drafts(server)
-            if on:
-                drafted += after[0] - before[0] + counts[0]
-                accepted += after[1] - before[1] + counts[1]
-            rates[on].append(rate)
-            answers[on].append(texts)
-            state = "on" if on else "off"
-            print(f"{server.name} {workload} c={streams} round {r} {state}: {rate:.1f} tok/s")
-    same = all(a == answers[False][0] for a in answers[True] + answers[False])
-    identical = "sampled" if temperature > 0 else "yes" if same else "NO"
-    with_drafts, without = statistics.median(rates[True]), statistics.median(rates[False])
-    kept = f"{accepted / drafted:.0%} of {drafted:.0f}" if drafted else "none drafted"
-    return (
-        f"| {server.name} | {workload} | {streams} | {without:.1f} | {with_drafts:.1f} "
-        f"| {div(with_drafts, without)} "
-        f"| {kept} | {identical} |"
+def model_file(name: str) -> str:
+    return gemma_file() if name == "gemma3" else resolve(name).path
+
+
+# Gemma 3 270M's file carries no chat template: llama-server would fall back to ChatML, and so
+# answer a prompt of other tokens than localserve's (its Gemma turns).
+# `--no-jinja`: with Jinja on, `gemma` would be taken as a template's text.
+MODEL_FLAGS = {"gemma3": ("--no-jinja", "--chat-template", "gemma")}
+
+
+@contextlib.contextmanager
+def llama_server(variant: Variant, target: Target) -> Iterator[str]:
+    port = free_port()
+    extra = ("--metrics", *MODEL_FLAGS.get(target.model, ()))
+    cmd = llama_server_command(
+        target.llama_server, target.gguf, port, SLOTS, CTX, target.threads, *extra
     )
+    log = target.logs / f"{variant.label.replace(' ', '-')}.log"
+    with running([*cmd, *variant.flags], port, "/health", log) as base:
+        yield base
+
+
+@contextlib.contextmanager
+def localserve(target: Target) -> Iterator[str]:
+    port = free_port()
+    args = ["--model", target.gguf, "--parallel", str(SLOTS), "--ctx", str(CTX)]
+    # Speculation at the daemon's defaults: no flag, and neither our environment nor a config
+    # file of this machine's user may set it instead.
+    drop = {settings.ENV["speculative"], settings.ENV["draft_model"]}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env[CONFIG_ENV] = str(target.logs / "no-config.toml")
+    log = target.logs / "localserve.log"
+    with running(serve_command(args, port), port, "/health", log, env) as base:
+        # A model served by path is named after its file: check that name on the daemon's list.
+        with urllib.request.urlopen(base + "/v1/models") as r:
+            listed = [m["id"] for m in json.load(r)["data"]]
+        if target.served not in listed:
+            raise RuntimeError(f"localserve lists {listed}, not {target.served!r}")
+        yield base
+
+
+def processes(target: Target) -> list[Process]:
+    """llama-server's variants (each its own process) first, then localserve's daemon."""
+    llama = LLAMA_VARIANTS if target.llama_server else []
+    return [
+        *(Process(functools.partial(llama_server, v), [v], LLAMA_COUNTERS) for v in llama),
+        Process(localserve, LOCAL_VARIANTS, LOCAL_COUNTERS),
+    ]
+
+
+def measure(args: argparse.Namespace, target: Target) -> dict[Cell, Runs]:
+    """Every round of every server of the target's model."""
+    runs: dict[Cell, Runs] = {}
+    for r in range(args.rounds):
+        for process in processes(target):
+            with process.start(target) as base:
+                for workload in args.workloads.split(","):
+                    time_workload(args, target, base, process, workload, r, runs)
+    return runs
+
+
+def time_workload(
+    args: argparse.Namespace,
+    target: Target,
+    base: str,
+    process: Process,
+    workload: str,
+    r: int,
+    runs: dict[Cell, Runs],
+) -> None:
+    """Round r of one server's variants on `workload`, at every concurrency."""
+    concurrency = [int(c) for c in args.concurrency.split(",")]
+    asked = {"model": target.served, "max_tokens": args.max_tokens, "temperature": 0}
+    # Every prompt's prefix cached, at the cost of one token each.
+    run_batch(base, WORKLOADS[workload], max(concurrency), {**asked, "max_tokens": 1})
+    for streams in concurrency:
+        # Alternate which of the daemon's variants goes first, round by round.
+        for v in process.variants if r % 2 == 0 else process.variants[::-1]:
+            before = metric_totals(base, process.counters)
+            rate, texts = run_batch(base, WORKLOADS[workload], streams, {**asked, **v.fields})
+            after = metric_totals(base, process.counters)
+            got = runs.setdefault((workload, streams, v.label), Runs())
+            got.rates.append(rate)
+            got.answers.append(texts)
+            got.drafted += after[0] - before[0]
+            got.accepted += after[1] - before[1]
+            print(
+                f"{target.model} {workload} c={streams} round {r} {v.label}: {rate:.1f} tok/s",
+                flush=True,
+            )
+
+
+def tok_s(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.1f}"
+
+
+def tables(
+    runs: dict[str, dict[Cell, Runs]], workloads: list[str], concurrency: list[int]
+) -> list[str]:
+    """The issue's two figures, then every variant's row."""
+
+    def rate(m: str, w: str, s: int, v: str) -> str:
+        got = runs[m].get((w, s, v))
+        return tok_s(got.median if got else math.nan)
+
+    def ratio(m: str, w: str, s: int, v: str, ref: str) -> str:
+        got, base = runs[m].get((w, s, v)), runs[m].get((w, s, ref))
+        return div(got.median, base.median) if got and base else "n/a"
+
+    cells = [(m, w) for m in runs for w in workloads]
+    out = []
+    if 1 in concurrency:
+        out += [
+            "**1 stream**: localserve at its defaults against llama-server's best speculation "
+            "(tok/s, medians).",
+            "",
+            "| model | workload | localserve defaults | llama-server ngram-mod "
+            "| localserve / ngram-mod (target >= 1.0x) | llama-server plain "
+            "| llama-server ngram-simple | localserve off |",
+            "|---|---|---:|---:|---:|---:|---:|---:|",
+            *(
+                f"| {m} | {w} | {rate(m, w, 1, ON)} | {rate(m, w, 1, NGRAM_MOD)} "
+                f"| {ratio(m, w, 1, ON, NGRAM_MOD)} | {rate(m, w, 1, PLAIN)} "
+                f"| {rate(m, w, 1, NGRAM_SIMPLE)} | {rate(m, w, 1, OFF)} |"
+                for m, w in cells
+            ),
+            "",
+        ]
+    for s in (s for s in concurrency if s > 1):
+        out += [
+            f"**{s} streams**: localserve with speculation on against off (tok/s, medians).",
+            "",
+            "| model | workload | localserve on | localserve off | on / off (target >= 1.0x) "
+            "| llama-server ngram-mod | llama-server plain |",
+            "|---|---|---:|---:|---:|---:|---:|",
+            *(
+                f"| {m} | {w} | {rate(m, w, s, ON)} | {rate(m, w, s, OFF)} "
+                f"| {ratio(m, w, s, ON, OFF)} | {rate(m, w, s, NGRAM_MOD)} "
+                f"| {rate(m, w, s, PLAIN)} |"
+                for m, w in cells
+            ),
+            "",
+        ]
+    out += [
+        "**Every server** (tok/s: medians; vs: against the same server without drafts).",
+        "",
+        "| model | workload | streams | server | tok/s | vs plain / off | drafts kept "
+        "| answers as plain / off |",
+        "|---|---|---:|---|---:|---:|---|---|",
+    ]
+    for m, w in cells:
+        for s in concurrency:
+            for v in LLAMA_VARIANTS + LOCAL_VARIANTS:
+                got = runs[m].get((w, s, v.label))
+                if got is None:
+                    continue
+                ref = runs[m].get((w, s, v.reference), Runs())
+                vs = ratio(m, w, s, v.label, v.reference)
+                out.append(
+                    f"| {m} | {w} | {s} | {v.label} | {tok_s(got.median)} | {vs} "
+                    f"| {got.kept()} | {got.same_as(ref)} |"
+                )
+    return out
+
+
+def facts(args: argparse.Namespace, argv: list[str], threads: int) -> list[str]:
+    files = {m: model_file(m) for m in args.models.split(",")}
+    models = "; ".join(
+        f"{m}: `{Path(f).name}`, served by localserve as `{resolve(f).name}`"
+        for m, f in files.items()
+    )
+    spec = settings.shown("speculative", settings.Settings().speculative)
+    found = [
+        f"Command: `{shlex.join(command(__file__, argv))}`",
+        f"Models: {models}.",
+        f"Every server: {SLOTS} slots of {CTX} tokens, {threads} threads; greedy answers of up to "
+        f"{args.max_tokens} tokens; rounds: {args.rounds}, each starting every server afresh "
+        "(after a 1-token answer to every prompt, so its prefix is cached); medians of the "
+        "streams' output tokens over the batch's wall time.",
+        "localserve: `python -m localserve serve --model <file> --parallel "
+        f"{SLOTS} --ctx {CTX}`, speculation at its defaults (`speculative` {spec} in this tree; "
+        'no flag, environment variable or config file sets it); "off" adds `"speculative": 0` '
+        "to each request, on both faces. Drafts counted by its /metrics.",
+    ]
+    if args.llama_server:
+        base = llama_server_command(
+            args.llama_server, "<file>", 0, SLOTS, CTX, threads, "--metrics"
+        )
+        base[base.index("--port") + 1] = "<port>"
+        found.append(
+            f"llama-server ({llama_version(args.llama_server)}): `{' '.join(base)}`, then "
+            + ", ".join(
+                f"{v.label.split()[-1]}: `{' '.join(v.flags)}`" if v.flags else "plain: no more"
+                for v in LLAMA_VARIANTS
+            )
+            + "; ngram-mod at its defaults (n_match 24, n_min 48, n_max 64); for gemma3 "
+            "`--no-jinja --chat-template gemma` (its file has none: ChatML otherwise, not the "
+            "prompt localserve sends). Drafts counted by its /metrics."
+        )
+    else:
+        found.append("llama-server: not run (no --llama-server).")
+    found.append(
+        "Answers: each compared with the same server's answer without drafts (llama-server "
+        "plain, localserve off) to the same prompt in the first round; the plain and off rows "
+        "compare their own later rounds with their first."
+    )
+    return found
 
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rounds", type=int, default=3, help="alternating rounds of on and off")
+    p.add_argument("--models", default="gemma3,smollm2", help="comma-separated")
+    p.add_argument("--workloads", default="edit,agent-edit", help=f"of {', '.join(WORKLOADS)}")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of every server")
     p.add_argument("--concurrency", default="1,16", help="streams, comma-separated")
-    p.add_argument("--draft-tokens", type=int, default=8, help="the daemon's --speculative")
+    p.add_argument("--max-tokens", type=int, default=400, help="each answer's cap")
     p.add_argument(
         "--llama-server",
         default=os.environ.get("LLAMA_SERVER", ""),
         metavar="BIN",
-        help="llama.cpp's llama-server (env LLAMA_SERVER): also run it with and without "
-        "--spec-type ngram-simple",
-    )
-    p.add_argument(
-        "--temperature", type=float, default=0.0, help="0: greedy; above: sampled, no seed"
-    )
-    p.add_argument(
-        "--draft-model",
-        default="",
-        metavar="MODEL",
-        help="draft with this model (--draft-model smollm2=MODEL; llama-server's "
-        "--spec-type draft-simple) instead of prompt lookup, in a section of its own",
+        help="llama.cpp's llama-server (env LLAMA_SERVER): the anchor, run plain, with "
+        "ngram-mod and with ngram-simple",
     )
     p.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     args = p.parse_args(argv)
     threads = len(os.sched_getaffinity(0))
-    rows = []
+    runs: dict[str, dict[Cell, Runs]] = {}
     with tempfile.TemporaryDirectory(prefix="bench_speculative_") as tmp:
-        for server in servers(args, threads, Path(tmp)):
-            with server as target:
-                for workload in WORKLOADS:
-                    for streams in (int(c) for c in args.concurrency.split(",")):
-                        row = measure(target, workload, streams, args.rounds, args.temperature)
-                        rows.append(row)
-    table = [
-        "| server | workload | streams | off, tok/s (median) | on, tok/s (median) | on vs off "
-        "| drafts kept | answers identical |",
-        "|---|---|---:|---:|---:|---:|---|---|",
-        *rows,
-    ]
-    sampled = args.temperature > 0
-    answers = f"sampled (temperature {args.temperature}, no seed)" if sampled else "greedy"
-    drafter = f"the draft model {args.draft_model}" if args.draft_model else "prompt lookup"
-    spec = (
-        f"--spec-type draft-simple --spec-draft-model <{args.draft_model}'s file>"
-        if args.draft_model
-        else "--spec-type ngram-simple"
-    )
-    facts = [
-        f"Command: `{shlex.join(command(__file__, argv))}`",
-        f"SmolLM2-135M (Q4_1), {SLOTS} slots of {CTX} tokens, {threads} threads; {answers} "
-        f"answers of up to {MAX_TOKENS} tokens, drafts of up to {args.draft_tokens} by "
-        f"{drafter}; "
-        f"{args.rounds} alternating rounds, medians.",
-        "llama-server: "
-        + (
-            f"`{args.llama_server}`, on with `{spec} --spec-draft-n-max "
-            f"{args.draft_tokens}`, off without, both with the same slots and threads."
-            if args.llama_server
-            else "not run (no --llama-server)."
-        ),
-    ]
-    title = "## Speculative decoding by prompt lookup (`bench_speculative.py`)"
-    markers = MARKERS
-    if args.draft_model:
-        title, markers = title.replace("by prompt lookup", "with a draft model"), DRAFT_MARKERS
-    elif sampled:
-        title = title.replace("lookup", "lookup, sampled answers")
-        markers = SAMPLED_MARKERS
-    publish(markers, title, facts, table, not args.no_write)
+        for model in args.models.split(","):
+            gguf = model_file(model)
+            target = Target(model, gguf, resolve(gguf).name, threads, Path(tmp), args.llama_server)
+            runs[model] = measure(args, target)
+    concurrency = [int(c) for c in args.concurrency.split(",")]
+    table = tables(runs, args.workloads.split(","), concurrency)
+    title = "## Speculative decoding against llama-server's (`bench_speculative.py`)"
+    # Each set of concurrencies a section of its own: 16 streams take most of an hour's run,
+    # and may be recorded apart from 1.
+    tag = "" if args.concurrency == "1,16" else "_c" + args.concurrency.replace(",", "_")
+    markers = tuple(m.replace("bench_speculative", f"bench_speculative{tag}") for m in MARKERS)
+    title += f", {args.concurrency} streams" if tag else ""
+    publish(markers, title, facts(args, argv, threads), table, not args.no_write)
     return 0
-
-
-@contextlib.contextmanager
-def localserve(draft_tokens: int, draft_model: str, logs: Path) -> Iterator[Server]:
-    port = free_port()
-    args = ["--model", "smollm2", "--parallel", str(SLOTS), "--ctx", str(CTX)]
-    if draft_model:
-        args += ["--draft-model", f"smollm2={draft_model}"]
-    cmd = serve_command([*args, "--speculative", str(draft_tokens)], port)
-    with running(cmd, port, "/health", logs / "localserve.log") as base:
-        yield Server("localserve", base, base)
-
-
-@contextlib.contextmanager
-def llama_servers(
-    binary: str, threads: int, draft_tokens: int, draft_model: str, logs: Path
-) -> Iterator[Server]:
-    from localserve.store.resolve import resolve
-
-    model = resolve("smollm2").path
-    spec = ["--spec-type", "ngram-simple", "--spec-draft-n-max", str(draft_tokens)]
-    if draft_model:
-        draft = resolve(draft_model).path
-        spec = ["--spec-type", "draft-simple", "--spec-draft-model", draft, *spec[2:]]
-    bases = []
-    with contextlib.ExitStack() as stack:
-        for name, extra in (("on", spec), ("off", [])):
-            port = free_port()
-            cmd = llama_server_command(binary, model, port, SLOTS, CTX, threads, *extra)
-            log = logs / f"llama-server-{name}.log"
-            bases.append(stack.enter_context(running(cmd, port, "/health", log)))
-        yield Server("llama-server", bases[0], bases[1])
-
-
-def servers(
-    args: argparse.Namespace, threads: int, logs: Path
-) -> list[contextlib.AbstractContextManager[Server]]:
-    draft = args.draft_model
-    found: list[contextlib.AbstractContextManager[Server]] = [
-        localserve(args.draft_tokens, draft, logs)
-    ]
-    if args.llama_server:
-        found.append(llama_servers(args.llama_server, threads, args.draft_tokens, draft, logs))
-    return found
 
 
 if __name__ == "__main__":

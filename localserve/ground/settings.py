@@ -110,7 +110,7 @@ class Settings:
         "KV size)",
     )
     speculative: int = setting(
-        0,
+        64,
         WHOLE,
         "draft tokens a request's step may verify, found by prompt lookup (its last "
         "tokens seen earlier in the prompt or answer), while the step has room (0: off; a "

@@ -24,13 +24,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-# The longest and shortest suffix looked up: a longer match is likelier to continue alike.
-MAX_NGRAM = 4
-MIN_NGRAM = 2
+# The suffixes looked up, longest first: a longer match is likelier to continue alike, and in
+# code a line's last few tokens occur on every line, so only a long one finds the line of the
+# file an answer copies (the latest occurrence of a short one is the line before, in the answer,
+# which goes on with the wrong numbers).
+NGRAMS = (16, 8, 4, 3, 2)
+# How far back a found match is followed to measure it, and the lengths that part its evidence:
+# a copy found after 24 matching tokens (llama.cpp's ngram-mod asks that many) goes on far
+# longer than one found after 2. Each band keeps its own record of how its drafts fared, so
+# that a sequence's weak matches do not shorten the drafts of its long verbatim copies.
+MAX_MATCH = 32
+EVIDENCE = (4, 8, 16, 32)  # a match shorter than the first is band 0, of 32 or more band 4
+# Each band's prior, before the model's drafts of that band were judged: longer, likelier.
+BAND_PRIORS = (0.6, 0.7, 0.8, 0.9, 0.95)
 # A model's chance that a drafted token is right, before any of its sequences drafted: high
 # enough to try a draft where drafts are cheap, and a few trials move it.
 PRIOR_ACCEPTANCE = 0.7
 PRIOR_WEIGHT = 4.0
+# No estimate is certainty; but a cap of 0.99 made 20 tokens the longest draft worth its step
+# (its expected yield stops near 1 / (1 - cap)), where long verbatim copies keep 64 of 64.
+MAX_ACCEPTANCE = 0.998
 # How much of its past a sequence's acceptance keeps per draft, and per step it skips drafting:
 # a sequence that stopped drafting tries again once its estimate drifts back to its prior, which
 # is what the model's drafts have fared lately (MODEL_MEMORY per draft): a new sequence of a
@@ -51,7 +64,7 @@ class DraftRecord:
     def acceptance(self, prior: float = PRIOR_ACCEPTANCE) -> float:
         """The estimated chance that a drafted token is right, given the ones before it were."""
         rate = (self._hits + prior * PRIOR_WEIGHT) / (self._trials + PRIOR_WEIGHT)
-        return min(rate, 0.99)
+        return min(rate, MAX_ACCEPTANCE)
 
     def judge(self, drafted: int, accepted: int) -> None:
         """Record a verified draft: `accepted` tokens right, then one wrong unless all were."""
@@ -65,34 +78,72 @@ class DraftRecord:
         self._trials *= REST_MEMORY
 
 
-class Drafter(DraftRecord):
-    """One sequence's lookup index (where each n-gram of its tokens last ended) and its record
-    of how its drafts fared."""
+def band(match: int) -> int:
+    """The evidence band of a match of `match` tokens."""
+    return sum(match >= edge for edge in EVIDENCE)
+
+
+class Drafter:
+    """One sequence's lookup index (where each n-gram of its tokens last ended) and its records
+    of how its drafts fared, one per evidence band."""
 
     def __init__(self, tokens: list[int]) -> None:
-        super().__init__()
+        self.records = [DraftRecord() for _ in range(len(EVIDENCE) + 1)]
+        self.band = 0  # the band of the last lookup's match: the draft a step verifies
         self.tokens: list[int] = []
         # n-gram -> the index of the token that followed its latest occurrence.
         self._seen: dict[tuple[int, ...], int] = {}
         self.extend(tokens)
+
+    def acceptance(self, prior: float = PRIOR_ACCEPTANCE) -> float:
+        return self.records[self.band].acceptance(prior)
+
+    def judge(self, drafted: int, accepted: int) -> None:
+        self.records[self.band].judge(drafted, accepted)
+
+    def rest(self) -> None:
+        self.records[self.band].rest()
 
     def extend(self, tokens: Sequence[int]) -> None:
         """Add tokens the sequence now holds (its prompt, then its accepted output)."""
         toks, seen = self.tokens, self._seen
         for t in tokens:
             end = len(toks)
-            for n in range(MIN_NGRAM, MAX_NGRAM + 1):
+            for n in NGRAMS:
                 if end >= n:
                     seen[tuple(toks[end - n : end])] = end
             toks.append(t)
 
     def lookup(self, k: int) -> list[int]:
-        """Up to `k` tokens that followed the longest suffix of the sequence seen before."""
-        toks = self.tokens
-        for n in range(MAX_NGRAM, MIN_NGRAM - 1, -1):
-            if len(toks) > n and (at := self._seen.get(tuple(toks[-n:]))) is not None:
-                return toks[at : at + k]
-        return []
+        """Up to `k` tokens that followed the longest suffix of the sequence seen before, the
+        lookup chained as llama.cpp's ngram-mod chains it: where the copy reaches the end of
+        what the sequence holds, the suffix of the sequence and the draft so far is looked up
+        again. A suffix's latest occurrence is often just behind it (a run of spaces, a line
+        like the last), and its copy would end after a token or two."""
+        draft: list[int] = []
+        while len(draft) < k and (at := self._after(draft)) is not None:
+            draft += self.tokens[at : at + k - len(draft)]
+        return draft
+
+    def _match(self, at: int) -> int:
+        """How many tokens before `at` are the sequence's last ones, up to MAX_MATCH."""
+        toks, end = self.tokens, len(self.tokens)
+        n = 0
+        while n < MAX_MATCH and n < at and toks[at - 1 - n] == toks[end - 1 - n]:
+            n += 1
+        return n
+
+    def _after(self, draft: list[int]) -> int | None:
+        """Where what followed the longest suffix of the tokens and `draft` begins, if any;
+        the first hop sets the draft's band by how far back its match goes."""
+        longest = NGRAMS[0]
+        recent = (self.tokens[-longest:] + draft)[-longest:]
+        for n in NGRAMS:
+            if len(recent) >= n and (at := self._seen.get(tuple(recent[-n:]))) is not None:
+                if not draft:
+                    self.band = band(self._match(at))
+                return at
+        return None
 
 
 def expected_tokens(acceptance: float, drafts: int) -> float:

@@ -7,12 +7,19 @@ them, for /metrics.
 from __future__ import annotations
 
 from localserve.engine.batching.draft_model import DraftModel
-from localserve.engine.batching.drafts import MODEL_MEMORY, Drafter, DraftRecord, plan_drafts
+from localserve.engine.batching.drafts import (
+    BAND_PRIORS,
+    EVIDENCE,
+    MODEL_MEMORY,
+    Drafter,
+    DraftRecord,
+    plan_drafts,
+)
 from localserve.engine.batching.sequence import Sequence
 from localserve.engine.batching.step_cost import StepCost
 
 # Draft tokens one step may verify, whatever the cost model allows (see drafts.plan_drafts).
-MAX_STEP_DRAFTS = 32
+MAX_STEP_DRAFTS = 64
 
 
 class Speculation:
@@ -31,8 +38,8 @@ class Speculation:
         # The draft model's size over the model's: its step's cost, before one was measured.
         self.size_ratio = size_ratio
         self.step_cost = StepCost()
-        # How this model's drafts fared lately: each sequence's prior.
-        self.record = DraftRecord(MODEL_MEMORY)
+        # How this model's drafts fared lately, by evidence band: each sequence's prior.
+        self.records = [DraftRecord(MODEL_MEMORY) for _ in range(len(EVIDENCE) + 1)]
         self.drafted = 0
         self.accepted = 0
 
@@ -54,8 +61,7 @@ class Speculation:
         if not offers:
             return {}
         room = min(MAX_STEP_DRAFTS, budget - len(decoders))
-        prior = self.record.acceptance()
-        rates = [(_slot(seq), _drafter(seq).acceptance(prior), k) for seq, k, _ in offers]
+        rates = [(_slot(seq), self._acceptance(seq), k) for seq, k, _ in offers]
         slots = [_slot(seq) for seq in decoders]
         taken = plan_drafts(rates, slots, self.step_cost.units, room, self._draft_cost())
         for (seq, _, _), k in zip(offers, taken):
@@ -70,10 +76,17 @@ class Speculation:
 
     def judge(self, seq: Sequence, drafted: int, kept: int) -> None:
         """Record how a sequence's verified drafts fared."""
-        _drafter(seq).judge(drafted, kept)
-        self.record.judge(drafted, kept)
+        drafter = _drafter(seq)
+        drafter.judge(drafted, kept)
+        self.records[drafter.band].judge(drafted, kept)
         self.drafted += drafted
         self.accepted += kept
+
+    def _acceptance(self, seq: Sequence) -> float:
+        """The sequence's estimate for its draft's band, its prior the model's for that band."""
+        drafter = _drafter(seq)
+        model = self.records[drafter.band]
+        return drafter.acceptance(model.acceptance(BAND_PRIORS[drafter.band]))
 
     def _room(self, seq: Sequence) -> int:
         """How many drafts `seq` may run: its draft length, at most what it could keep (its

@@ -27,7 +27,7 @@ import numpy as np
 from localserve.ground.step import StepPlan
 
 # Steps longer than this are not fitted: long prefill chunks add attention costs of their own.
-FIT_MAX_TOKENS = 48
+FIT_MAX_TOKENS = 80
 # How much of its past the fit keeps per step: recent steps weigh most, as contexts grow.
 FIT_MEMORY = 0.98
 # The shape assumed until steps tell otherwise: a micro-batch's fixed part is 2 tokens' worth

@@ -56,7 +56,7 @@ def integer(body: JSON, key: str, default: int | None, lo: int, hi: int) -> int 
 
 
 # The most draft tokens a request may ask a step to verify (engine/batching/drafts.py).
-MAX_DRAFT_TOKENS = 32
+MAX_DRAFT_TOKENS = 64
 
 
 def draft_tokens(body: JSON, key: str = "speculative") -> int | None:

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from localserve.engine.batching.drafts import Drafter, expected_tokens, plan_drafts
+from localserve.engine.batching.drafts import (
+    MAX_MATCH,
+    Drafter,
+    band,
+    expected_tokens,
+    plan_drafts,
+)
 from localserve.engine.batching.scheduler import Scheduler
 from localserve.engine.batching.sequence import Sequence
 from localserve.engine.batching.step_cost import micro_batches
@@ -24,6 +30,41 @@ def test_the_tokens_that_followed_the_last_ngram_earlier_are_drafted() -> None:
 def test_the_longest_matching_suffix_wins() -> None:
     drafter = Drafter([1, 2, 3, 8, 2, 3, 9, 1, 2, 3])
     assert drafter.lookup(1) == [8]  # after "1 2 3", not after the later "2 3"
+
+
+def test_a_copy_that_reaches_the_end_of_the_sequence_goes_on_from_its_own_suffix() -> None:
+    # "3 1 2" last followed at 5, where only three tokens remain: the lookup chains on.
+    drafter = Drafter([1, 2, 3, 1, 2, 3, 1, 2])
+    assert drafter.lookup(7) == [3, 1, 2, 3, 1, 2, 3]
+
+
+def test_a_run_of_one_token_drafts_as_long_as_asked() -> None:
+    # Indentation: the suffix's latest occurrence is one token behind it.
+    assert Drafter([9, 4, 4, 4, 4]).lookup(6) == [4] * 6
+
+
+def code_lines(numbers: list[int]) -> list[int]:
+    """Lines alike but for a number each: `7 8 9 N 10` (an `if x > N:` line, say)."""
+    return [t for n in numbers for t in (7, 8, 9, n, 10)]
+
+
+def test_a_copy_drafts_from_the_line_it_copies_not_the_latest_line_like_it() -> None:
+    # A file of lines 101..104, then an answer that has copied it up to line 103 and begun the
+    # next: the short suffix `10 7 8 9` last occurred in the answer, before 103; the long one
+    # finds the file's line 103, and so its line 104.
+    prompt = code_lines([101, 102, 103, 104])
+    drafter = Drafter(prompt + [0] + code_lines([101, 102, 103]) + [7, 8, 9])
+    assert drafter.lookup(6) == [104, 10, 0, 7, 8, 9]
+
+
+def test_a_long_match_puts_the_draft_in_a_band_of_its_own() -> None:
+    text = list(range(100, 140))
+    short, long = Drafter([1, 2, 5, 1, 2]), Drafter(text + [0] + text[:-5])
+    short.lookup(4)
+    long.lookup(4)
+    assert short.band == band(2) < long.band == band(MAX_MATCH)
+    long.judge(4, 4)
+    assert long.records[long.band].acceptance() > short.records[long.band].acceptance()
 
 
 def test_nothing_is_drafted_for_a_suffix_never_seen() -> None:
@@ -144,13 +185,13 @@ def test_drafts_the_model_agrees_with_are_kept_and_output_is_as_without_them() -
 def test_a_model_whose_drafts_fail_gives_its_next_sequences_a_lower_prior() -> None:
     backend = Contrary()
     sched = Scheduler(backend, draft_tokens=8)
-    before = sched.drafting.record.acceptance()
+    before = sched.drafting.records[0].acceptance()
     for _ in range(3):
         seq = Sequence([1, TOKEN, TOKEN, TOKEN, TOKEN, TOKEN, TOKEN], GREEDY, 12)
         sched.submit(seq)
         while seq.finish_reason is None:
             sched.step()
-    assert backend.drafted and sched.drafting.record.acceptance() < before - 0.1
+    assert backend.drafted and sched.drafting.records[0].acceptance() < before - 0.1
 
 
 def test_the_cells_of_rejected_drafts_are_trimmed_from_the_first_wrong_one() -> None:
