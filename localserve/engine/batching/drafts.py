@@ -35,6 +35,8 @@ NGRAMS = (16, 8, 4, 3, 2)
 # that a sequence's weak matches do not shorten the drafts of its long verbatim copies.
 MAX_MATCH = 32
 EVIDENCE = (4, 8, 16, 32)  # a match shorter than the first is band 0, of 32 or more band 4
+# Tokens a step indexes for lookups, over all its sequences: about 20 ms of Python.
+INDEX_PER_STEP = 8192
 # Each band's prior, before the model's drafts of that band were judged: longer, likelier.
 BAND_PRIORS = (0.6, 0.7, 0.8, 0.9, 0.95)
 # A model's chance that a drafted token is right, before any of its sequences drafted: high
@@ -90,10 +92,11 @@ class Drafter:
     def __init__(self, tokens: list[int]) -> None:
         self.records = [DraftRecord() for _ in range(len(EVIDENCE) + 1)]
         self.band = 0  # the band of the last lookup's match: the draft a step verifies
-        self.tokens: list[int] = []
-        # n-gram -> the index of the token that followed its latest occurrence.
+        self.tokens: list[int] = list(tokens)
+        # n-gram -> the index of the token that followed its latest occurrence, for the tokens
+        # before `indexed`.
         self._seen: dict[tuple[int, ...], int] = {}
-        self.extend(tokens)
+        self.indexed = 0
 
     def acceptance(self, prior: float = PRIOR_ACCEPTANCE) -> float:
         return self.records[self.band].acceptance(prior)
@@ -105,14 +108,23 @@ class Drafter:
         self.records[self.band].rest()
 
     def extend(self, tokens: Sequence[int]) -> None:
-        """Add tokens the sequence now holds (its prompt, then its accepted output)."""
+        """Add tokens the sequence now holds (its accepted output); index() looks them up."""
+        self.tokens.extend(tokens)
+
+    def index(self, budget: int) -> int:
+        """Index up to `budget` more of the tokens, oldest first; how many it indexed. An
+        agent's prompt of 100,000 tokens takes 0.25 s to index whole, which the steps of every
+        other sequence of the model would wait for: a step indexes a bounded share
+        (INDEX_PER_STEP), and drafts meanwhile find what is indexed."""
         toks, seen = self.tokens, self._seen
-        for t in tokens:
-            end = len(toks)
+        start = self.indexed
+        stop = min(len(toks), start + budget)
+        for end in range(start, stop):
             for n in NGRAMS:
                 if end >= n:
                     seen[tuple(toks[end - n : end])] = end
-            toks.append(t)
+        self.indexed = stop
+        return stop - start
 
     def lookup(self, k: int) -> list[int]:
         """Up to `k` tokens that followed the longest suffix of the sequence seen before, the

@@ -10,6 +10,7 @@ from localserve.engine.batching.draft_model import DraftModel
 from localserve.engine.batching.drafts import (
     BAND_PRIORS,
     EVIDENCE,
+    INDEX_PER_STEP,
     MODEL_MEMORY,
     Drafter,
     DraftRecord,
@@ -42,6 +43,7 @@ class Speculation:
         self.records = [DraftRecord(MODEL_MEMORY) for _ in range(len(EVIDENCE) + 1)]
         self.drafted = 0
         self.accepted = 0
+        self._index_budget = INDEX_PER_STEP  # what the step being planned may still index
 
     def counts(self) -> dict[str, int]:
         """Draft tokens verified and accepted so far, for /metrics."""
@@ -51,6 +53,7 @@ class Speculation:
         """The draft tokens each decoding sequence runs in this step, by sequence id: those
         its prompt lookup or the draft model offers, as many as pay for themselves."""
         offers: list[tuple[Sequence, int, list[int]]] = []
+        self._index_budget = INDEX_PER_STEP
         for seq in decoders:
             if (k := self._room(seq)) <= 0:
                 continue
@@ -103,6 +106,7 @@ class Speculation:
             seq.drafter = Drafter(seq.prompt)
         drafter = seq.drafter
         drafter.extend(seq.generated[len(drafter.tokens) - len(seq.prompt) :])
+        self._index_budget -= drafter.index(self._index_budget)
         return drafter.lookup(k)
 
     def _draft_cost(self) -> float:

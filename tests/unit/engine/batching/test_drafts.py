@@ -22,25 +22,31 @@ from tests.support.fakes import TOKEN, FakeBackend
 GREEDY = SamplingParams(temperature=0)
 
 
+def indexed(tokens: list[int]) -> Drafter:
+    drafter = Drafter(tokens)
+    drafter.index(len(tokens))
+    return drafter
+
+
 def test_the_tokens_that_followed_the_last_ngram_earlier_are_drafted() -> None:
-    drafter = Drafter([5, 1, 2, 3, 4, 9, 1, 2])
+    drafter = indexed([5, 1, 2, 3, 4, 9, 1, 2])
     assert drafter.lookup(3) == [3, 4, 9]
 
 
 def test_the_longest_matching_suffix_wins() -> None:
-    drafter = Drafter([1, 2, 3, 8, 2, 3, 9, 1, 2, 3])
+    drafter = indexed([1, 2, 3, 8, 2, 3, 9, 1, 2, 3])
     assert drafter.lookup(1) == [8]  # after "1 2 3", not after the later "2 3"
 
 
 def test_a_copy_that_reaches_the_end_of_the_sequence_goes_on_from_its_own_suffix() -> None:
     # "3 1 2" last followed at 5, where only three tokens remain: the lookup chains on.
-    drafter = Drafter([1, 2, 3, 1, 2, 3, 1, 2])
+    drafter = indexed([1, 2, 3, 1, 2, 3, 1, 2])
     assert drafter.lookup(7) == [3, 1, 2, 3, 1, 2, 3]
 
 
 def test_a_run_of_one_token_drafts_as_long_as_asked() -> None:
     # Indentation: the suffix's latest occurrence is one token behind it.
-    assert Drafter([9, 4, 4, 4, 4]).lookup(6) == [4] * 6
+    assert indexed([9, 4, 4, 4, 4]).lookup(6) == [4] * 6
 
 
 def code_lines(numbers: list[int]) -> list[int]:
@@ -53,13 +59,13 @@ def test_a_copy_drafts_from_the_line_it_copies_not_the_latest_line_like_it() -> 
     # next: the short suffix `10 7 8 9` last occurred in the answer, before 103; the long one
     # finds the file's line 103, and so its line 104.
     prompt = code_lines([101, 102, 103, 104])
-    drafter = Drafter(prompt + [0] + code_lines([101, 102, 103]) + [7, 8, 9])
+    drafter = indexed(prompt + [0] + code_lines([101, 102, 103]) + [7, 8, 9])
     assert drafter.lookup(6) == [104, 10, 0, 7, 8, 9]
 
 
 def test_a_long_match_puts_the_draft_in_a_band_of_its_own() -> None:
     text = list(range(100, 140))
-    short, long = Drafter([1, 2, 5, 1, 2]), Drafter(text + [0] + text[:-5])
+    short, long = indexed([1, 2, 5, 1, 2]), indexed(text + [0] + text[:-5])
     short.lookup(4)
     long.lookup(4)
     assert short.band == band(2) < long.band == band(MAX_MATCH)
@@ -67,8 +73,16 @@ def test_a_long_match_puts_the_draft_in_a_band_of_its_own() -> None:
     assert long.records[long.band].acceptance() > short.records[long.band].acceptance()
 
 
+def test_a_long_prompt_is_indexed_a_share_at_a_time_and_found_once_indexed() -> None:
+    text = list(range(100, 140))
+    drafter = Drafter(text + [0] * 50 + text[:10])
+    assert drafter.index(60) == 60 and drafter.indexed == 60
+    assert drafter.lookup(3) == [110, 111, 112]  # the first 60 hold text's first occurrence
+    assert drafter.index(1000) == 40 and drafter.index(1000) == 0
+
+
 def test_nothing_is_drafted_for_a_suffix_never_seen() -> None:
-    assert Drafter([1, 2, 3, 4]).lookup(4) == []
+    assert indexed([1, 2, 3, 4]).lookup(4) == []
 
 
 def test_failed_drafts_lower_the_acceptance_and_rest_brings_it_back_to_the_prior() -> None:
