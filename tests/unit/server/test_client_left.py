@@ -18,20 +18,24 @@ from localserve.ground.settings import Settings
 from localserve.server.app import build_app
 
 
+async def cut_off_body(client: TestClient) -> None:
+    """A request whose client leaves while its handler waits for the rest of the body."""
+    _, writer = await asyncio.open_connection(client.host, client.port)
+    writer.write(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+    )
+    await writer.drain()
+    await asyncio.sleep(0.2)  # the handler now waits for the rest of the body
+    writer.transport.abort()
+    await asyncio.sleep(0.2)
+
+
 def test_a_body_cut_off_mid_read_logs_no_error(caplog: pytest.LogCaptureFixture) -> None:
     async def go() -> None:
-        manager = SimpleNamespace(settings=Settings())
-        app = build_app(manager)  # type: ignore[arg-type]
+        app = build_app(SimpleNamespace(settings=Settings()))  # type: ignore[arg-type]
         async with TestClient(TestServer(app)) as client:
-            reader, writer = await asyncio.open_connection(client.host, client.port)
-            writer.write(
-                b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
-            )
-            await writer.drain()
-            await asyncio.sleep(0.2)  # the handler now waits for the rest of the body
-            writer.transport.abort()  # the client leaves
-            await asyncio.sleep(0.2)
+            await cut_off_body(client)
             async with client.post("/v1/chat/completions", data=b"[") as r:  # and serves on
                 assert r.status == 400
 
@@ -47,15 +51,7 @@ def test_a_body_cut_off_mid_read_leaves_no_frames_for_the_collector() -> None:
     async def go() -> list[BaseException]:
         app = build_app(SimpleNamespace(settings=Settings()))  # type: ignore[arg-type]
         async with TestClient(TestServer(app)) as client:
-            _, writer = await asyncio.open_connection(client.host, client.port)
-            writer.write(
-                b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                b"Content-Length: 1000\r\n\r\n{"
-            )
-            await writer.drain()
-            await asyncio.sleep(0.2)
-            writer.transport.abort()
-            await asyncio.sleep(0.2)
+            await cut_off_body(client)
             return [
                 o
                 for o in gc.get_objects()
