@@ -5,13 +5,15 @@ Editor and agent traffic repeats text: a function returned with one name changed
 with a fix, an answer quoting its context. There the drafts are often right. The scheduler runs
 a sequence's drafts after its decode token, keeps the longest prefix the model itself would have
 written (its greedy choice at each drafted position), and trims the cells of the rest
-(llama.cpp's `--spec-type ngram`, vLLM's `[ngram]`).
+(llama.cpp's `--spec-type ngram-mod`, vLLM's `[ngram]`).
 
 Whether drafting pays depends on the machine. A step costs a fixed part (a pass over the
 weights) plus a part per token; where the fixed part dominates (a GPU, a large model in slow
 memory) verifying eight tokens costs little more than decoding one, but on a few CPU cores
-with a small model each token costs most of a step (SmolLM2 on 2 cores: 10 ms for one token,
-58 ms for nine), and a draft that starts a micro-batch of its own pays a fixed part again. So
+with a small model a short draft's tokens cost most of a step each (SmolLM2 on 2 cores: 10 ms
+for one token, 58 ms for nine); past about 17 rows a row costs a third of a lone token (Gemma
+3 270M: 65 rows 22x one), so long drafts of long copies pay where short ones cannot. A draft
+that starts a micro-batch of its own pays a fixed part again. So
 the scheduler measures its own steps (`StepCost`, engine/batching/step_cost.py) and each
 sequence's acceptance (`DraftRecord.acceptance`), and drafts only the tokens whose expected gain
 beats their cost in tokens per second across the whole step (`plan_drafts`): a batch already
