@@ -68,7 +68,9 @@ def test_a_drafted_answer_leaves_the_plain_one_only_at_a_near_tie(
     assert max(drops) < NEAR_TIE, drops_said(backend.info.name, drops)
     s = scheduler(backend)
     drafted = answer(s, prompt, DRAFTS)
-    assert s.drafting.drafted > 0 and 0 < s.drafting.accepted < s.drafting.drafted
+    # Every draft may be kept (Gemma's copy, since the lookups of #58): rejected drafts are
+    # test_rejected_drafts_leave_no_trace_in_the_slot's.
+    assert s.drafting.drafted > 0 and 0 < s.drafting.accepted <= s.drafting.drafted
     apart = next((i for i, (a, b) in enumerate(zip(plain, drafted)) if a != b), None)
     if apart is None:
         assert drafted == plain

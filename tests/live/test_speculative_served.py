@@ -53,7 +53,7 @@ def edit(url: str, **speculative: Any) -> None:
 def test_the_speculative_field_drafts_where_the_server_does_not_and_metrics_count_them(
     daemon_factory,
 ) -> None:
-    _, url = daemon_factory(ARGS)  # --speculative 0: off
+    _, url = daemon_factory((*ARGS, "--speculative", "0"))
     edit(url)
     assert drafts(url) == (0.0, 0.0)
     edit(url, speculative=6)
